@@ -1,0 +1,50 @@
+from django.contrib import admin
+
+from .models import Conversation, Message, ModelProfile, RoutingLog, Turn, TurnEvent, Workflow
+
+
+@admin.register(ModelProfile)
+class ModelProfileAdmin(admin.ModelAdmin):
+    list_display = ("name", "context_window", "max_output_tokens", "reserved_result_tokens")
+
+
+class MessageInline(admin.TabularInline):
+    model = Message
+    extra = 0
+    fields = ("role", "content", "tool_call_id", "tokens")
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "owner", "model_profile", "updated_at")
+    list_select_related = ("owner", "model_profile")
+    inlines = [MessageInline]
+
+
+class TurnEventInline(admin.TabularInline):
+    model = TurnEvent
+    extra = 0
+    fields = ("sequence", "type", "phase", "payload", "created_at")
+    readonly_fields = fields
+
+
+@admin.register(Turn)
+class TurnAdmin(admin.ModelAdmin):
+    list_display = ("id", "conversation", "status", "model", "created_at", "finished_at")
+    list_filter = ("status",)
+    list_select_related = ("conversation",)
+    inlines = [TurnEventInline]
+
+
+@admin.register(RoutingLog)
+class RoutingLogAdmin(admin.ModelAdmin):
+    list_display = ("id", "query", "steward_mode", "fallback", "loaded_schema_tokens", "created_at")
+    list_filter = ("fallback", "steward_mode")
+    search_fields = ("query",)
+
+
+@admin.register(Workflow)
+class WorkflowAdmin(admin.ModelAdmin):
+    list_display = ("id", "kind", "phase", "status", "owner", "version", "expires_at")
+    list_filter = ("kind", "status")
+    list_select_related = ("owner",)

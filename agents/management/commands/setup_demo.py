@@ -1,0 +1,54 @@
+"""`make run`'s setup: migrate, roles, demo catalog, model profiles, an operator login.
+
+Safe to run again: it reuses the database, the catalog and the account.
+"""
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from agents.models import ModelProfile
+from catalog.demo.knowledge import MODEL_PROFILES
+from toolhub.roles import OPERATOR, ensure_groups
+
+USERNAME = "operator"
+
+
+class Command(BaseCommand):
+    help = "Prepare the embedded default: migrate, load the demo catalog, create and print an operator login."
+
+    def handle(self, *args, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Database migrated.")
+        groups = ensure_groups()
+        call_command("load_demo_catalog", stdout=self.stdout)
+        for profile in MODEL_PROFILES:
+            ModelProfile.objects.get_or_create(name=profile["name"], defaults=profile)
+        password = self._operator_password(groups[OPERATOR])
+        self.stdout.write(self.style.SUCCESS("Log in at http://127.0.0.1:8000/login/"))
+        if password:
+            self.stdout.write(self.style.SUCCESS(f"  username: {USERNAME}\n  password: {password}"))
+        else:
+            self.stdout.write(
+                f"  username: {USERNAME} (existing account; password unchanged, "
+                f"reset it with: python manage.py changepassword {USERNAME})"
+            )
+
+    def _operator_password(self, group) -> str | None:
+        """Create the operator once; its generated password is kept in the data dir."""
+        path = settings.DATA_DIR / "operator-password"
+        user_model = get_user_model()
+        user = user_model.objects.filter(username=USERNAME).first()
+        if user is None:
+            password = secrets.token_urlsafe(12)
+            user = user_model.objects.create_user(username=USERNAME, password=password)
+            settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
+            path.write_text(password)
+            path.chmod(0o600)
+        user.groups.add(group)
+        if path.exists() and user.check_password(path.read_text().strip()):
+            return path.read_text().strip()
+        return None

@@ -1,0 +1,195 @@
+"""Conversation data: messages, turns and their events, routing logs, workflows, model profiles.
+
+Status and event-type constants are defined here once and used everywhere.
+Workflow concurrency (version CAS, idempotency) is enforced by the database
+through the constraints below, never by check-then-write in Python.
+"""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+
+class ModelProfile(models.Model):
+    """Token budget of one model: memory gets what the window leaves after the fixed parts."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    context_window = models.PositiveIntegerField()
+    max_output_tokens = models.PositiveIntegerField()
+    reserved_result_tokens = models.PositiveIntegerField(help_text="Kept free for tool results.")
+
+    class Meta:
+        ordering = ["context_window", "name"]
+
+    def __str__(self):
+        return f"{self.name} ({self.context_window} tokens)"
+
+    def clean(self):
+        fixed = (self.max_output_tokens or 0) + (self.reserved_result_tokens or 0)
+        if self.context_window is not None and fixed >= self.context_window:
+            raise ValidationError("Output and reserved result tokens must leave room in the context window.")
+
+
+class Conversation(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200, blank=True)
+    model_profile = models.ForeignKey(ModelProfile, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self):
+        return self.title or f"conversation {self.pk}"
+
+
+class Turn(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    model = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "created_at"])]
+
+    def __str__(self):
+        return f"turn {self.pk} ({self.status})"
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.started_at and self.finished_at:
+            return int((self.finished_at - self.started_at).total_seconds() * 1000)
+        return None
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        SYSTEM = "system"
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=100, blank=True)
+    tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "id"]
+
+    def __str__(self):
+        return f"{self.role}: {self.content[:60]}"
+
+    def clean(self):
+        if self.role == self.Role.TOOL and not self.tool_call_id:
+            raise ValidationError({"tool_call_id": "A tool message answers a tool call and needs its id."})
+        if self.tool_calls and self.role != self.Role.ASSISTANT:
+            raise ValidationError({"tool_calls": "Only assistant messages carry tool calls."})
+
+
+class TurnEvent(models.Model):
+    """One step of a turn, stored before it is broadcast so streams can replay it."""
+
+    class Type(models.TextChoices):
+        STATUS = "status"
+        ROUTING = "routing"
+        TOOL_CALL = "tool_call"
+        TOOL_RESULT = "tool_result"
+        DELTA = "delta"
+        APPROVAL_REQUIRED = "approval_required"
+        ERROR = "error"
+        DONE = "done"
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="events")
+    sequence = models.PositiveIntegerField()
+    type = models.CharField(max_length=32, choices=Type.choices)
+    phase = models.CharField(max_length=32, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["turn", "sequence"]
+        constraints = [models.UniqueConstraint(fields=["turn", "sequence"], name="turn_event_sequence_unique")]
+
+    def __str__(self):
+        return f"turn {self.turn_id} #{self.sequence} {self.type}"
+
+
+class RoutingLog(models.Model):
+    """What the steward decided and what the model was shown, for one request."""
+
+    turn = models.OneToOneField(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="routing_log")
+    query = models.TextField()
+    decision = models.JSONField(help_text="action, domains, confidence, phase, side_query")
+    recommended = models.JSONField(default=list, blank=True)
+    exposed = models.JSONField(default=list, blank=True, help_text="Tools loaded with full schemas.")
+    deferred = models.JSONField(default=list, blank=True)
+    denied = models.JSONField(default=list, blank=True, help_text="[{name, reason}]")
+    loaded_schema_tokens = models.PositiveIntegerField(default=0)
+    deferred_listing_tokens = models.PositiveIntegerField(default=0)
+    catalog_schema_tokens = models.PositiveIntegerField(default=0, help_text="All enabled tools' schemas.")
+    steward_mode = models.CharField(max_length=16, blank=True)
+    steward_ms = models.PositiveIntegerField(null=True, blank=True)
+    turn_ms = models.PositiveIntegerField(null=True, blank=True)
+    fallback = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"routing {self.pk}: {self.query[:60]}"
+
+    @property
+    def tokens_saved(self) -> int:
+        return max(self.catalog_schema_tokens - self.loaded_schema_tokens - self.deferred_listing_tokens, 0)
+
+
+class Workflow(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        SUBMITTED = "submitted"
+        CANCELLED = "cancelled"
+        EXPIRED = "expired"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="workflows")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workflows")
+    kind = models.CharField(max_length=64)
+    phase = models.CharField(max_length=64)
+    state = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE, db_index=True)
+    version = models.PositiveIntegerField(default=1)
+    expires_at = models.DateTimeField(db_index=True)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="workflow_owner_idempotency_key_unique",
+            )
+        ]
+
+    def __str__(self):
+        return f"{self.kind} workflow {self.pk} at {self.phase} (v{self.version})"

@@ -1,0 +1,14 @@
+from django.core.management.base import BaseCommand
+
+from catalog.demo_catalog import load_demo_catalog
+
+
+class Command(BaseCommand):
+    help = "Install the demo catalog (idempotent): builtin and Loyalty tools, policies, domains, knowledge."
+
+    def handle(self, *args, **options):
+        summary = load_demo_catalog()
+        self.stdout.write(
+            f"Demo catalog: {summary.tools} tools ({summary.tools_created} new), "
+            f"{summary.policies_created} policies and {summary.snippets_created} knowledge snippets created."
+        )

@@ -1,0 +1,195 @@
+"""Catalog data: tools, their policies (versioned), domains and knowledge snippets.
+
+Invariants that belong to one row live here (schema validity, derived
+token counts and hashes, immutability of policy versions). Decisions about
+what a model may see live in bundle.py, never in the models.
+"""
+
+import datetime
+import hashlib
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+
+from .schemas import validate_input_schema, validate_string_list, validate_tool_name
+from .tokens import canonical_json, count_tokens
+
+
+class Action(models.TextChoices):
+    """What a request wants to do; the RoutingDecision and knowledge use it."""
+
+    ANSWER = "answer"
+    LIST = "list"
+    GET = "get"
+    SEARCH = "search"
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    EXECUTE = "execute"
+
+
+class Operation(models.TextChoices):
+    """What a tool does when called."""
+
+    READ = "read"
+    LIST = "list"
+    SEARCH = "search"
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    EXECUTE = "execute"
+
+
+READ_ONLY_OPERATIONS = frozenset({Operation.READ, Operation.LIST, Operation.SEARCH})
+WRITE_OPERATIONS = frozenset({Operation.CREATE, Operation.UPDATE, Operation.DELETE})
+
+
+class Risk(models.TextChoices):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+
+class Domain(models.Model):
+    name = models.SlugField(max_length=64, unique=True)
+    title = models.CharField(max_length=120)
+    description = models.TextField(blank=True)
+    aliases = models.JSONField(
+        default=list, blank=True, validators=[validate_string_list], help_text="Words users say for this domain."
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Tool(models.Model):
+    class Source(models.TextChoices):
+        BUILTIN = "builtin"
+        MCP = "mcp"
+        IMPORT = "import"
+
+    name = models.CharField(max_length=64, unique=True, validators=[validate_tool_name])
+    description = models.TextField()
+    input_schema = models.JSONField(validators=[validate_input_schema], help_text="JSON Schema of type object.")
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.BUILTIN)
+    is_mcp = models.BooleanField(default=False)
+    always_load = models.BooleanField(default=False)
+    should_defer = models.BooleanField(default=False)
+    schema_tokens = models.PositiveIntegerField(default=0, editable=False)
+    schema_hash = models.CharField(max_length=64, editable=False, db_index=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def function_definition(self) -> dict:
+        """The definition a model receives (OpenAI tools format)."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
+        }
+
+    def save(self, *args, **kwargs):
+        # Never store an invalid schema, whichever path saves the row.
+        validate_tool_name(self.name)
+        validate_input_schema(self.input_schema)
+        serialized = canonical_json(self.function_definition())
+        digest = hashlib.sha256(serialized.encode()).hexdigest()
+        if digest != self.schema_hash or not self.schema_tokens:
+            self.schema_hash = digest
+            self.schema_tokens = count_tokens(serialized)
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "schema_hash", "schema_tokens"}
+        super().save(*args, **kwargs)
+
+
+class ToolPolicy(models.Model):
+    """The current policy of a tool; `version` points at its active PolicyVersion."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        ACTIVE = "active"
+        REJECTED = "rejected"
+
+    tool = models.OneToOneField(Tool, on_delete=models.CASCADE, related_name="policy")
+    domains = models.ManyToManyField(Domain, related_name="policies", blank=True)
+    operation = models.CharField(max_length=16, choices=Operation.choices)
+    risk = models.CharField(max_length=16, choices=Risk.choices, default=Risk.LOW)
+    workflow_phases = models.JSONField(
+        default=list, blank=True, validators=[validate_string_list], help_text="Workflow phases this tool serves."
+    )
+    aliases = models.JSONField(default=list, blank=True, validators=[validate_string_list])
+    requires_confirmation = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
+    version = models.PositiveIntegerField(default=0, help_text="Number of the active PolicyVersion (0: none yet).")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "tool policies"
+
+    def __str__(self):
+        return f"policy of {self.tool.name} v{self.version} ({self.status})"
+
+
+class PolicyVersion(models.Model):
+    """An immutable snapshot of a ToolPolicy; rollback moves the policy's pointer."""
+
+    policy = models.ForeignKey(ToolPolicy, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    snapshot = models.JSONField()
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    note = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["policy", "-number"]
+        constraints = [models.UniqueConstraint(fields=["policy", "number"], name="policy_version_number_unique")]
+
+    def __str__(self):
+        return f"{self.policy.tool.name} v{self.number}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValidationError("Policy versions are immutable; save a new version instead.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValidationError("Policy versions are immutable and cannot be deleted.")
+
+
+class KnowledgeSnippet(models.Model):
+    domain = models.ForeignKey(Domain, on_delete=models.PROTECT, related_name="snippets")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    title = models.CharField(max_length=200)
+    text = models.TextField()
+    source = models.CharField(max_length=300, help_text="Where this knowledge comes from (document, page, URL).")
+    owner = models.CharField(max_length=200, help_text="Who keeps it true (person or team).")
+    last_reviewed = models.DateField()
+    review_interval_days = models.PositiveIntegerField(default=90)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["domain__name", "title"]
+
+    def __str__(self):
+        return self.title
+
+    @property
+    def review_due(self) -> datetime.date:
+        return self.last_reviewed + datetime.timedelta(days=self.review_interval_days)
+
+    def is_stale(self, today: datetime.date | None = None) -> bool:
+        return (today or timezone.localdate()) > self.review_due

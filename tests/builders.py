@@ -1,0 +1,29 @@
+"""Small builders for tests: a tool, a policy, a user in a role."""
+
+from django.contrib.auth import get_user_model
+
+from catalog.models import Domain, Tool, ToolPolicy
+from catalog.policies import record_policy_version
+from toolhub.roles import ensure_groups
+
+OBJECT_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+
+
+def make_tool(name="lookup_thing", **fields) -> Tool:
+    values = {"description": "Look up a thing by its query.", "input_schema": OBJECT_SCHEMA} | fields
+    return Tool.objects.create(name=name, **values)
+
+
+def make_policy(tool, *, domains=("general",), author=None, **fields) -> ToolPolicy:
+    values = {"operation": "read", "risk": "low", "status": ToolPolicy.Status.ACTIVE} | fields
+    policy = ToolPolicy.objects.create(tool=tool, **values)
+    policy.domains.set([Domain.objects.get_or_create(name=name, defaults={"title": name})[0] for name in domains])
+    record_policy_version(policy, author=author, note="test")
+    return policy
+
+
+def make_user(username="ops", role="operator", password="a-long-test-password"):
+    groups = ensure_groups()
+    user = get_user_model().objects.create_user(username=username, password=password)
+    user.groups.add(groups[role])
+    return user

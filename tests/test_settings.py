@@ -1,0 +1,110 @@
+"""One settings module: the embedded default with nothing set, the scaled path by environment alone."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCALED_ENV_VARS = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TOOLHUB_MODEL_BASE_URL", "SECRET_KEY", "DEBUG")
+PROBE = """
+import json, django
+from django.conf import settings
+django.setup()
+print(json.dumps({
+    "engine": settings.DATABASES["default"]["ENGINE"],
+    "db_name": str(settings.DATABASES["default"]["NAME"]),
+    "layer": settings.CHANNEL_LAYERS["default"]["BACKEND"],
+    "eager": settings.CELERY_TASK_ALWAYS_EAGER,
+    "broker": settings.CELERY_BROKER_URL,
+    "provider": settings.TOOLHUB_MODEL_PROVIDER,
+    "model": settings.TOOLHUB_MODEL,
+    "secret_key": settings.SECRET_KEY,
+    "beat": sorted(settings.CELERY_BEAT_SCHEDULE),
+}))
+"""
+
+
+def run_python(code_or_args, tmp_path, **env_overrides):
+    env = {k: v for k, v in os.environ.items() if k not in SCALED_ENV_VARS}
+    env |= {"DJANGO_SETTINGS_MODULE": "toolhub.settings", "TOOLHUB_DATA_DIR": str(tmp_path)} | env_overrides
+    args = ["-c", code_or_args] if isinstance(code_or_args, str) else code_or_args
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def probe(tmp_path, **env):
+    result = run_python(PROBE, tmp_path, **env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_nothing_set_is_the_embedded_default(tmp_path):
+    config = probe(tmp_path)
+    assert config["engine"] == "django.db.backends.sqlite3"
+    assert config["db_name"] == str(tmp_path / "toolhub.sqlite3")
+    assert config["layer"] == "channels.layers.InMemoryChannelLayer"
+    assert config["eager"] is True
+    assert config["provider"] == "builtin"
+    assert config["beat"] == ["cleanup-expired-workflows"]
+
+
+def test_embedded_secret_key_is_generated_once_and_kept(tmp_path):
+    first = probe(tmp_path)["secret_key"]
+    assert len(first) >= 50
+    assert (tmp_path / "secret_key").read_text() == first
+    assert probe(tmp_path)["secret_key"] == first
+
+
+def test_environment_selects_the_scaled_path(tmp_path):
+    config = probe(
+        tmp_path,
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/test",
+        REDIS_URL="redis://127.0.0.1:6379/3",
+        TOOLHUB_MODEL_BASE_URL="http://127.0.0.1:9999/v1",
+        TOOLHUB_MODEL="qwen2.5-7b-instruct",
+    )
+    assert config["engine"] == "django.db.backends.postgresql"
+    assert config["layer"] == "channels_redis.core.RedisChannelLayer"
+    assert config["eager"] is False
+    assert config["broker"] == "redis://127.0.0.1:6379/3"
+    assert (config["provider"], config["model"]) == ("openai", "qwen2.5-7b-instruct")
+
+
+def test_secret_key_is_required_when_debug_is_off(tmp_path):
+    result = run_python(PROBE, tmp_path, DEBUG="0")
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set when DEBUG is off." in result.stderr
+
+
+def test_a_malformed_boolean_is_a_clear_error(tmp_path):
+    result = run_python(PROBE, tmp_path, DEBUG="maybe")
+    assert "DEBUG='maybe' is not a boolean" in result.stderr
+
+
+def test_check_deploy_is_clean_with_production_settings(tmp_path):
+    result = run_python(
+        ["manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        tmp_path,
+        DEBUG="0",
+        SECRET_KEY="x" * 20 + "-production-secret-key-for-the-deploy-check-0123456789",
+        ALLOWED_HOSTS="toolhub.example.com",
+        DATABASE_URL="postgres://postgres@127.0.0.1:5432/test",
+        REDIS_URL="redis://127.0.0.1:6379/0",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues (0 silenced)." in result.stdout
+
+
+def test_migrations_are_complete(tmp_path):
+    result = run_python(["manage.py", "makemigrations", "--check", "--dry-run"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No changes detected" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["TOOLHUB_STEWARD"])
+def test_unknown_steward_mode_is_refused(tmp_path, name):
+    result = run_python(PROBE, tmp_path, **{name: "magic"})
+    assert "TOOLHUB_STEWARD='magic': use rules, llm or hybrid." in result.stderr

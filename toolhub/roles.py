@@ -1,0 +1,35 @@
+"""The three operator roles (Django groups) and the model permissions each holds.
+
+viewer reads; operator also edits policies and knowledge, approves calls and
+chats; admin holds every permission. Views check permissions, not group names.
+"""
+
+from django.contrib.auth.models import Group, Permission
+
+VIEWER = "viewer"
+OPERATOR = "operator"
+ADMIN = "admin"
+
+APPS = ("catalog", "agents")
+OPERATOR_EDITS = {
+    "catalog": ("toolpolicy", "policyversion", "knowledgesnippet"),
+    "agents": ("conversation", "message", "turn", "workflow"),
+}
+
+
+def ensure_groups() -> dict[str, Group]:
+    """Create or refresh the role groups; safe to run any number of times."""
+    permissions = Permission.objects.filter(content_type__app_label__in=APPS).select_related("content_type")
+    view = [p for p in permissions if p.codename.startswith("view_")]
+    edit = [
+        p
+        for p in permissions
+        if p.content_type.model in OPERATOR_EDITS.get(p.content_type.app_label, ())
+        and not p.codename.startswith("delete_")
+    ]
+    groups = {}
+    for name, granted in ((VIEWER, view), (OPERATOR, view + edit), (ADMIN, list(permissions))):
+        group, _ = Group.objects.get_or_create(name=name)
+        group.permissions.set(granted)
+        groups[name] = group
+    return groups
