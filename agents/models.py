@@ -176,7 +176,7 @@ class Workflow(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE, db_index=True)
     version = models.PositiveIntegerField(default=1)
     expires_at = models.DateTimeField(db_index=True)
-    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    idempotency_key = models.CharField(max_length=200, blank=True, help_text="Empty: no idempotency.")
     result = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -186,7 +186,7 @@ class Workflow(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["owner", "idempotency_key"],
-                condition=Q(idempotency_key__isnull=False),
+                condition=~Q(idempotency_key=""),
                 name="workflow_owner_idempotency_key_unique",
             )
         ]

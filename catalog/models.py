@@ -93,13 +93,6 @@ class Tool(models.Model):
     def __str__(self):
         return self.name
 
-    def function_definition(self) -> dict:
-        """The definition a model receives (OpenAI tools format)."""
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
-        }
-
     def save(self, *args, **kwargs):
         # Never store an invalid schema, whichever path saves the row.
         validate_tool_name(self.name)
@@ -112,6 +105,13 @@ class Tool(models.Model):
             if kwargs.get("update_fields") is not None:
                 kwargs["update_fields"] = {*kwargs["update_fields"], "schema_hash", "schema_tokens"}
         super().save(*args, **kwargs)
+
+    def function_definition(self) -> dict:
+        """The definition a model receives (OpenAI tools format)."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
+        }
 
 
 class ToolPolicy(models.Model):

@@ -7,9 +7,7 @@ from .models import KnowledgeSnippet, Tool, ToolPolicy
 
 def tools_needing_policy() -> QuerySet[Tool]:
     """Enabled tools with no policy, or one still in draft: they are denied (fail closed)."""
-    return Tool.objects.filter(enabled=True).filter(
-        Q(policy__isnull=True) | Q(policy__status=ToolPolicy.Status.DRAFT)
-    )
+    return Tool.objects.filter(enabled=True).filter(Q(policy__isnull=True) | Q(policy__status=ToolPolicy.Status.DRAFT))
 
 
 def catalog_schema_tokens() -> int:

@@ -18,3 +18,13 @@ def _integration_needs_real_services(request):
             "integration test needs the real services: set " + " and ".join(missing) + " (make test does this)",
             pytrace=False,
         )
+
+
+def pytest_report_header(config):
+    database = settings.DATABASES["default"]
+    where = f"{database.get('HOST') or 'local'}:{database.get('PORT') or '-'}" if database.get("HOST") else "file"
+    return [
+        f"toolhub database: {database['ENGINE'].rsplit('.', 1)[-1]} ({where})",
+        f"toolhub channel layer: {settings.CHANNEL_LAYERS['default']['BACKEND']}",
+        f"toolhub celery broker: {settings.CELERY_BROKER_URL} (eager={settings.CELERY_TASK_ALWAYS_EAGER})",
+    ]

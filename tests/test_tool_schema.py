@@ -36,7 +36,7 @@ def test_validation_message_names_the_problem():
     with pytest.raises(ValidationError) as error:
         tool.full_clean()
     assert error.value.message_dict["input_schema"] == [
-        "The input schema must have \"type\": \"object\" at the top level (got 'array')."
+        'The input schema must have "type": "object" at the top level (got \'array\').'
     ]
 
 

@@ -1,0 +1,1 @@
+"""Demo seed data for toolhub: builtin and Loyalty tools, domains, knowledge, models."""
