@@ -116,7 +116,7 @@ BUILTIN_TOOLS: list[dict[str, Any]] = [
             }
         },
         ["expression"],
-        _policy("general", "execute", "low", ["compute", "math", "how much is", "tính", "tính toán", "bằng bao nhiêu"]),
+        _policy("general", "read", "low", ["compute", "math", "how much is", "tính", "tính toán", "bằng bao nhiêu"]),
         always_load=True,
         should_defer=False,
     ),

@@ -108,7 +108,7 @@ _rule_extra = [
         s.obj(
             {"rule_id": _RUL, "check_overlaps": s.boolean("Also compare with other rules.", default=True)}, ["rule_id"]
         ),
-        policy("execute", "low", CAMPAIGNS, ["check rule", "lint rule", "kiểm tra quy tắc"]),
+        policy("read", "low", CAMPAIGNS, ["check rule", "lint rule", "kiểm tra quy tắc"]),
     ),
     mcp_tool(
         "simulate_rule",
@@ -123,7 +123,7 @@ _rule_extra = [
             },
             ["transactions"],
         ),
-        policy("execute", "low", CAMPAIGNS, ["dry run rule", "what if this rule", "thử quy tắc"]),
+        policy("read", "low", CAMPAIGNS, ["dry run rule", "what if this rule", "thử quy tắc"]),
     ),
     mcp_tool(
         "test_rule_against_member",
@@ -137,7 +137,7 @@ _rule_extra = [
             },
             ["rule_id", "member_id"],
         ),
-        policy("execute", "low", ["loyalty", "campaigns", "members"], ["why no points", "sao không được điểm"]),
+        policy("read", "low", ["loyalty", "campaigns", "members"], ["why no points", "sao không được điểm"]),
     ),
     mcp_tool(
         "activate_rule",
