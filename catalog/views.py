@@ -2,6 +2,7 @@
 
 import json
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
@@ -28,6 +29,8 @@ def catalog_list(request):
         "filters": filters,
         "needs_policy": tools_needing_policy().select_related("policy"),
         "catalog_tokens": catalog_schema_tokens(),
+        "token_cap": settings.TOOLHUB_MAX_TOOL_SCHEMA_TOKENS,
+        "oversized": Tool.objects.filter(enabled=True, schema_tokens__gt=settings.TOOLHUB_MAX_TOOL_SCHEMA_TOKENS),
         "sources": Tool.Source.values,
         "policy_statuses": [*ToolPolicy.Status.values, "none"],
     }
@@ -43,6 +46,7 @@ def tool_detail(request, name):
         "tool": tool,
         "policy": policy,
         "deferred": is_deferred(tool),
+        "token_cap": settings.TOOLHUB_MAX_TOOL_SCHEMA_TOKENS,
         "definition": json.dumps(tool.function_definition(), indent=2, ensure_ascii=False),
     }
     return render(request, "catalog/tool_detail.html", context)

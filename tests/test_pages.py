@@ -64,3 +64,15 @@ def test_tool_detail_shows_the_definition_sent_to_the_model(client):
     assert "denied everywhere until a policy is approved" in page
     assert "&quot;parameters&quot;" in page
     assert client.get("/catalog/missing/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_catalog_flags_tools_over_the_schema_token_cap(client, settings):
+    big = make_policy(make_tool("big_tool")).tool
+    make_policy(make_tool("small_tool", description="Small."))
+    settings.TOOLHUB_MAX_TOOL_SCHEMA_TOKENS = big.schema_tokens - 1
+    client.force_login(make_user())
+    page = client.get("/catalog/").content.decode()
+    notice = page.split('aria-label="Schema token gate"')[1].split("</section>")[0]
+    assert "big_tool" in notice and "small_tool" not in notice
+    assert "over the" in client.get("/catalog/big_tool/").content.decode()

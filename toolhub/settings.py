@@ -191,6 +191,11 @@ if TOOLHUB_STEWARD not in {"rules", "llm", "hybrid"}:
     raise ImproperlyConfigured(f"TOOLHUB_STEWARD={TOOLHUB_STEWARD!r}: use rules, llm or hybrid.")
 TOOLHUB_STEWARD_TIMEOUT = env_float("TOOLHUB_STEWARD_TIMEOUT", 3.0)
 TOOLHUB_MIN_CONFIDENCE = env_float("TOOLHUB_MIN_CONFIDENCE", 0.6)
+TOOLHUB_SIDE_QUERY_MAX_TOOLS = env_int("TOOLHUB_SIDE_QUERY_MAX_TOOLS", 3)
+# Schema token gate: one tool over the first is a check warning; the bundle
+# never loads more than the second (the rest stay deferred).
+TOOLHUB_MAX_TOOL_SCHEMA_TOKENS = env_int("TOOLHUB_MAX_TOOL_SCHEMA_TOKENS", 1500)
+TOOLHUB_MAX_BUNDLE_SCHEMA_TOKENS = env_int("TOOLHUB_MAX_BUNDLE_SCHEMA_TOKENS", 4000)
 TOOLHUB_SEARCH_TOOL = "tool_search"
 TOOLHUB_WORKFLOW_TTL_SECONDS = env_int("TOOLHUB_WORKFLOW_TTL", 3600)
 

@@ -1,0 +1,89 @@
+"""The contract between the router (agents) and the policy engine (catalog): plain data only.
+
+`RoutingDecision` is what agents.router produces and catalog.bundle reads.
+`CatalogEntry` is the read-only view of one tool and its policy that the
+bundle rules look at; `load_catalog()` builds them in two queries.
+"""
+
+from dataclasses import dataclass
+
+from .deferral import is_deferred
+from .models import Action, Tool
+
+
+@dataclass(frozen=True)
+class RoutingDecision:
+    action: str = Action.ANSWER
+    domains: frozenset[str] = frozenset()
+    confidence: float = 0.0
+    phase: str = ""  # the active workflow's phase; "" outside a workflow
+    side_query: bool = False  # a read question asked inside a workflow
+
+    def as_dict(self) -> dict:
+        return {
+            "action": str(self.action),
+            "domains": sorted(self.domains),
+            "confidence": round(self.confidence, 3),
+            "phase": self.phase,
+            "side_query": self.side_query,
+        }
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    status: str
+    operation: str
+    risk: str
+    domains: frozenset[str]
+    workflow_phases: tuple[str, ...]
+    aliases: tuple[str, ...]
+    requires_confirmation: bool
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    name: str
+    description: str
+    input_schema: dict
+    schema_tokens: int
+    enabled: bool
+    always_load: bool
+    deferred: bool
+    policy: PolicyView | None
+
+    def definition(self) -> dict:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
+        }
+
+
+def entry_for(tool: Tool) -> CatalogEntry:
+    policy = getattr(tool, "policy", None)
+    view = None
+    if policy is not None:
+        view = PolicyView(
+            status=policy.status,
+            operation=policy.operation,
+            risk=policy.risk,
+            domains=frozenset(domain.name for domain in policy.domains.all()),
+            workflow_phases=tuple(policy.workflow_phases),
+            aliases=tuple(policy.aliases),
+            requires_confirmation=policy.requires_confirmation,
+        )
+    return CatalogEntry(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        schema_tokens=tool.schema_tokens,
+        enabled=tool.enabled,
+        always_load=tool.always_load,
+        deferred=is_deferred(tool),
+        policy=view,
+    )
+
+
+def load_catalog() -> list[CatalogEntry]:
+    """Every tool with its policy, as plain values."""
+    tools = Tool.objects.select_related("policy").prefetch_related("policy__domains")
+    return [entry_for(tool) for tool in tools]
