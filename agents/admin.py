@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Conversation, Message, ModelProfile, RoutingLog, Turn, TurnEvent, Workflow
+from .models import ActionWord, Conversation, Message, ModelProfile, RoutingLog, Turn, TurnEvent, Workflow
 
 
 @admin.register(ModelProfile)
@@ -48,3 +48,10 @@ class WorkflowAdmin(admin.ModelAdmin):
     list_display = ("id", "kind", "phase", "status", "owner", "version", "expires_at")
     list_filter = ("kind", "status")
     list_select_related = ("owner",)
+
+
+@admin.register(ActionWord)
+class ActionWordAdmin(admin.ModelAdmin):
+    list_display = ("phrase", "action")
+    list_filter = ("action",)
+    search_fields = ("phrase",)

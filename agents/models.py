@@ -10,6 +10,25 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+from catalog.models import Action
+
+
+class ActionWord(models.Model):
+    """A word or phrase that signals an action, in any language; the router reads these, never code."""
+
+    phrase = models.CharField(max_length=100, unique=True)
+    action = models.CharField(max_length=16, choices=Action.choices)
+
+    class Meta:
+        ordering = ["action", "phrase"]
+
+    def __str__(self):
+        return f"{self.phrase} -> {self.action}"
+
+    def save(self, *args, **kwargs):
+        self.phrase = " ".join(self.phrase.lower().split())
+        super().save(*args, **kwargs)
+
 
 class ModelProfile(models.Model):
     """Token budget of one model: memory gets what the window leaves after the fixed parts."""
@@ -136,8 +155,11 @@ class RoutingLog(models.Model):
 
     turn = models.OneToOneField(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="routing_log")
     query = models.TextField()
+    intent = models.CharField(max_length=32, blank=True)
     decision = models.JSONField(help_text="action, domains, confidence, phase, side_query")
     recommended = models.JSONField(default=list, blank=True)
+    called = models.JSONField(default=list, blank=True, help_text="Tools the model actually called.")
+    two_stage = models.BooleanField(default=True, help_text="False when the request switched the steward off.")
     exposed = models.JSONField(default=list, blank=True, help_text="Tools loaded with full schemas.")
     deferred = models.JSONField(default=list, blank=True)
     denied = models.JSONField(default=list, blank=True, help_text="[{name, reason}]")

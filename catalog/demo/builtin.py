@@ -125,7 +125,12 @@ BUILTIN_TOOLS: list[dict[str, Any]] = [
         "Return the current local time and UTC offset for a time zone or city.",
         {"timezone": _timezone()},
         None,
-        _policy("general", "read", "low", ["what time is it", "current time", "thời gian", "mấy giờ", "giờ hiện tại"]),
+        _policy(
+            "general",
+            "read",
+            "low",
+            ["what time is it", "what time", "current time", "time now", "thời gian", "mấy giờ", "giờ hiện tại"],
+        ),
         should_defer=False,
     ),
     _tool(
@@ -133,7 +138,12 @@ BUILTIN_TOOLS: list[dict[str, Any]] = [
         "Return today's date and weekday for a time zone or city.",
         {"timezone": _timezone()},
         None,
-        _policy("general", "read", "low", ["today's date", "what day is it", "ngày hôm nay", "hôm nay là thứ mấy"]),
+        _policy(
+            "general",
+            "read",
+            "low",
+            ["today's date", "what day is it", "what date", "date today", "ngày hôm nay", "hôm nay là thứ mấy"],
+        ),
         should_defer=False,
     ),
     _tool(
@@ -151,7 +161,26 @@ BUILTIN_TOOLS: list[dict[str, Any]] = [
             },
         },
         ["query"],
-        _policy("web", "search", "low", ["google it", "search the web", "look up online", "tìm trên mạng", "tra cứu"]),
+        _policy(
+            "web",
+            "search",
+            "low",
+            [
+                "google it",
+                "search the web",
+                "look up online",
+                "weather",
+                "news",
+                "latest",
+                "who won",
+                "stock price",
+                "tìm trên mạng",
+                "tra cứu",
+                "thời tiết",
+                "tin tức",
+                "mới nhất",
+            ],
+        ),  # fmt: skip
         should_defer=False,
     ),
     _tool(

@@ -27,13 +27,24 @@ DOMAINS: list[dict[str, Any]] = [
         "name": "loyalty",
         "title": "Loyalty program",
         "description": "The points-based loyalty program: earning, burning, ledgers and program settings.",
-        "aliases": ["loyalty program", "points", "membership", "tích điểm", "khách hàng thân thiết", "điểm"],
+        "aliases": [
+            "loyalty program",
+            "points",
+            "membership",
+            "rule",
+            "rules",
+            "earning rules",
+            "tích điểm",
+            "khách hàng thân thiết",
+            "điểm",
+            "quy tắc",
+        ],  # fmt: skip
     },
     {
         "name": "campaigns",
         "title": "Campaigns and rules",
         "description": "Promotional campaigns and the earning rules that decide who gets how many points.",
-        "aliases": ["campaign", "promotion", "earning rule", "chiến dịch", "khuyến mãi", "quy tắc"],
+        "aliases": ["campaign", "campaigns", "promotion", "promotions", "chiến dịch", "khuyến mãi"],
     },
     {
         "name": "members",
