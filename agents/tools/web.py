@@ -59,10 +59,10 @@ def web_search(
     if not query:
         raise WebSearchError("The search query is empty.")
     count = _clamp_results(max_results)
-    base = (base_url if base_url is not None else _setting("SEARXNG_URL", "")).strip()
+    base = str((base_url if base_url is not None else _setting("SEARXNG_URL", "")) or "").strip()
     if not base:
         raise WebSearchError(NOT_CONFIGURED)
-    if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
+    if not base.lower().startswith(("http://", "https://")):
         raise WebSearchError("SEARXNG_URL must be an http:// or https:// URL.")
     seconds = timeout if timeout is not None else _timeout_setting()
     url = base.rstrip("/") + "/search?" + urllib.parse.urlencode({"q": query, "format": "json"})
@@ -76,7 +76,7 @@ def web_search(
     body = _fetch(url, seconds)
     try:
         payload = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise WebSearchError("Web search failed: the search service did not answer with JSON.") from None
     if not isinstance(payload, dict) or not isinstance(payload.get("results"), list):
         raise WebSearchError("Web search failed: the search service's answer has no result list.")
