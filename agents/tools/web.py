@@ -206,7 +206,9 @@ def _resolver_records(name: str, kind: str, timeout: float, resolver) -> list[st
         raise DnsLookupError(f"DNS lookup of {name} ({kind}) timed out after {timeout:g} seconds.") from None
     except dns.exception.DNSException as error:
         raise DnsLookupError(f"DNS lookup of {name} ({kind}) failed: {error}") from None
-    return [_record_text(record) for record in answer]
+    # An answer is a set; MX in priority order (lowest preference first), the others sorted, so answers are stable.
+    records = sorted(answer, key=lambda record: (getattr(record, "preference", 0), record.to_text()))
+    return [_record_text(record) for record in records]
 
 
 def _record_text(record) -> str:
