@@ -14,6 +14,9 @@ Accepted input, beyond Python's arithmetic (+ - * / // % ** and parentheses):
   abs, round (1 or 2 arguments), min, max, floor, ceil; constants pi, e, tau.
   Names are case-insensitive.
 
+Numbers are decimal (`12`, `1.5`, `.5`, `1e-3`); `2pi`, `0x1F` and `1_000` are
+refused with a message rather than guessed at.
+
 Every limit (length, nesting, number size, exponent) is checked before the
 work is done, so no input can make the evaluator run long or use much memory.
 """
