@@ -6,4 +6,6 @@ class CatalogConfig(AppConfig):
     verbose_name = "Catalog"
 
     def ready(self):
-        from . import checks  # noqa: F401  (registers the fail-closed and token-gate checks)
+        from . import checks, signals  # noqa: F401  (checks register themselves)
+
+        signals.connect()

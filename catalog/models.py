@@ -193,3 +193,36 @@ class KnowledgeSnippet(models.Model):
 
     def is_stale(self, today: datetime.date | None = None) -> bool:
         return (today or timezone.localdate()) > self.review_due
+
+
+class ToolEmbedding(models.Model):
+    """A tool's dense search vector, kept so a restart does not embed the whole catalog again."""
+
+    tool = models.OneToOneField(Tool, on_delete=models.CASCADE, related_name="embedding")
+    model_name = models.CharField(max_length=200)
+    text_hash = models.CharField(max_length=64, help_text="sha256 of the embedded text.")
+    vector = models.BinaryField(help_text="float32 values, little-endian.")
+    dim = models.PositiveIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"embedding of {self.tool_id} ({self.model_name}, {self.dim})"
+
+
+class CatalogState(models.Model):
+    """One row: `version` goes up (in the database) whenever a tool, policy or domain changes.
+
+    `stamp` is new random text on every bump: a rolled-back transaction can make a
+    version number come round twice, a stamp never does (the search index keys on both).
+    """
+
+    SINGLETON_ID = 1
+
+    version = models.PositiveBigIntegerField(default=0)
+    stamp = models.CharField(max_length=32, blank=True, default="")
+
+    class Meta:
+        verbose_name = "catalog state"
+
+    def __str__(self):
+        return f"catalog version {self.version}"

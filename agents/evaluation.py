@@ -1,0 +1,215 @@
+"""Routing benchmark: read the bench files, rank metrics, baselines; used by route_eval and route_bench.
+
+Pure functions over plain values; they never touch the database and never
+adjust anything to the queries they score.
+"""
+
+import json
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from catalog.search_index import STOPWORDS, ToolDocument, words
+
+
+class BenchFileError(ValueError):
+    """A malformed catalog or queries file; the message names the file and line."""
+
+    def __init__(self, path, line: int, message: str):
+        super().__init__(f"{path}, line {line}: {message}")
+        self.path, self.line = str(path), line
+
+
+@dataclass(frozen=True)
+class BenchQuery:
+    id: str
+    query: str
+    expected_tools: tuple[str, ...]
+    source: str
+
+
+def load_catalog(path) -> list[dict]:
+    """A JSON list of tools {name, description, parameters, ...}; names unique."""
+    text = _read(path)
+    tools, seen = [], set()
+    for line, item in _json_array_items(path, text):
+        if not isinstance(item, dict):
+            raise BenchFileError(path, line, "each tool must be a JSON object")
+        name, description = item.get("name"), item.get("description")
+        if not isinstance(name, str) or not name.strip():
+            raise BenchFileError(path, line, "tool has no 'name' string")
+        if not isinstance(description, str):
+            raise BenchFileError(path, line, f"tool {name!r} has no 'description' string")
+        parameters = item.get("parameters", {})
+        if not isinstance(parameters, dict) or not isinstance(parameters.get("properties", {}), dict):
+            raise BenchFileError(path, line, f"tool {name!r}: 'parameters' must be a JSON Schema object")
+        if name in seen:
+            raise BenchFileError(path, line, f"tool name {name!r} appears twice")
+        seen.add(name)
+        tools.append(item)
+    return tools
+
+
+def load_queries(path, *, known_tools: Collection[str] | None = None) -> list[BenchQuery]:
+    """JSONL of {id, query, expected_tools, source}; blank lines are skipped."""
+    queries = []
+    for line, raw in enumerate(_read(path).splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            item = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise BenchFileError(path, line, f"not valid JSON ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise BenchFileError(path, line, "each query must be a JSON object")
+        query, expected = item.get("query"), item.get("expected_tools")
+        if not isinstance(query, str) or not query.strip():
+            raise BenchFileError(path, line, "query has no 'query' string")
+        if not isinstance(expected, list) or not expected or not all(isinstance(e, str) for e in expected):
+            raise BenchFileError(path, line, "'expected_tools' must be a non-empty list of tool names")
+        unknown = [e for e in expected if known_tools is not None and e not in known_tools]
+        if unknown:
+            raise BenchFileError(path, line, f"expected tool(s) not in the catalog: {', '.join(unknown)}")
+        identifier = item.get("id", f"line-{line}")
+        source = item.get("source") or "unknown"
+        queries.append(BenchQuery(str(identifier), query, tuple(dict.fromkeys(expected)), str(source)))
+    return queries
+
+
+def tool_documents(tools: Iterable[dict]) -> list[ToolDocument]:
+    """Catalog items as the runtime's search documents (bench items have no policy: no aliases/domains)."""
+    return [
+        ToolDocument(
+            name=item["name"],
+            description=item["description"],
+            aliases=tuple(item.get("aliases") or ()),
+            domains=tuple(item.get("domains") or ()),
+            parameter_names=tuple((item.get("parameters") or {}).get("properties", {}) or ()),
+            original_name=item.get("original_name") or item["name"],
+        )
+        for item in tools
+    ]
+
+
+def _read(path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchFileError(path, 0, f"cannot read the file ({exc})") from None
+
+
+def _json_array_items(path, text: str):
+    """Yield (line, item) for each element of a top-level JSON array, so errors can name the line."""
+    decoder, position = json.JSONDecoder(), _skip_space(text, 0)
+    if text[position : position + 1] != "[":
+        raise BenchFileError(path, _line(text, position), "the catalog must be a JSON list of tools")
+    position = _skip_space(text, position + 1)
+    if text[position : position + 1] == "]":
+        return
+    while True:
+        try:
+            item, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as exc:
+            raise BenchFileError(path, exc.lineno, f"not valid JSON ({exc.msg})") from None
+        yield _line(text, position), item
+        position = _skip_space(text, end)
+        separator = text[position : position + 1]
+        if separator == "]":
+            if text[_skip_space(text, position + 1) :]:
+                raise BenchFileError(path, _line(text, position), "text after the end of the list")
+            return
+        if separator != ",":
+            raise BenchFileError(path, _line(text, position), "expected ',' or ']' between tools")
+        position = _skip_space(text, position + 1)
+
+
+def _skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position] in " \t\r\n":
+        position += 1
+    return position
+
+
+def _line(text: str, position: int) -> int:
+    return text.count("\n", 0, position) + 1
+
+
+# --- metrics ---------------------------------------------------------------
+
+
+def recall_at_k(ranked: Sequence[str], expected: Collection[str], k: int) -> float:
+    """|expected ∩ top-k| / |expected|."""
+    top = set(ranked[:k])
+    return sum(name in top for name in expected) / len(expected)
+
+
+def lenient_recall_at_k(ranked: Sequence[str], expected: Collection[str], k: int, originals: dict[str, str]) -> float:
+    """Like recall@k, but a ranked tool with the same original_name as an expected one also counts."""
+    top = {originals.get(name, name) for name in ranked[:k]}
+    return sum(originals.get(name, name) in top for name in expected) / len(expected)
+
+
+def reciprocal_rank(ranked: Sequence[str], expected: Collection[str]) -> float:
+    for rank, name in enumerate(ranked, start=1):
+        if name in expected:
+            return 1.0 / rank
+    return 0.0
+
+
+def percentile_ms(seconds: Sequence[float], q: float) -> float:
+    return round(float(np.percentile(np.asarray(seconds) * 1000.0, q)), 2) if seconds else 0.0
+
+
+def summarize(
+    rankings: Sequence[Sequence[str]], queries: Sequence[BenchQuery], originals: dict[str, str], *, k: int = 5
+) -> dict:
+    """Mean recall@1/5/10/k, lenient recall@k, MRR over the ranked lists, and recall@k per source."""
+    ks = sorted({1, 5, 10, k})
+    totals = {f"recall@{n}": 0.0 for n in ks} | {f"lenient_recall@{k}": 0.0, "mrr": 0.0}
+    per_source: dict[str, dict[str, float]] = {}
+    for ranked, query in zip(rankings, queries, strict=True):
+        expected = set(query.expected_tools)
+        for n in ks:
+            totals[f"recall@{n}"] += recall_at_k(ranked, expected, n)
+        lenient = lenient_recall_at_k(ranked, expected, k, originals)
+        totals[f"lenient_recall@{k}"] += lenient
+        totals["mrr"] += reciprocal_rank(ranked, expected)
+        source = per_source.setdefault(query.source, {"n": 0, f"recall@{k}": 0.0, f"lenient_recall@{k}": 0.0})
+        source["n"] += 1
+        source[f"recall@{k}"] += recall_at_k(ranked, expected, k)
+        source[f"lenient_recall@{k}"] += lenient
+    count = max(1, len(queries))
+    result = {key: round(value / count, 4) for key, value in totals.items()}
+    result["per_source"] = {
+        name: {key: (value if key == "n" else round(value / figures["n"], 4)) for key, value in figures.items()}
+        for name, figures in sorted(per_source.items())
+    }
+    return result
+
+
+# --- baselines -------------------------------------------------------------
+
+
+def name_substring_ranking(query: str, names: Sequence[str], limit: int) -> list[str]:
+    """The seed's anti-pattern: tools whose name contains a query word (3+ letters), most words first."""
+    query_words = {w for w in words(query) if len(w) >= 3 and w not in STOPWORDS}
+    counted = []
+    for position, name in enumerate(names):
+        lowered = name.lower()
+        hits = sum(word in lowered for word in query_words)
+        if hits:
+            counted.append((-hits, position, name))
+    return [name for _, _, name in sorted(counted)[:limit]]
+
+
+def timed(rank: Callable[[str], list[str]], queries: Sequence[BenchQuery]) -> tuple[list[list[str]], list[float]]:
+    """Rank every query, timing each call alone."""
+    rankings, seconds = [], []
+    for query in queries:
+        start = time.perf_counter()
+        rankings.append(rank(query.query))
+        seconds.append(time.perf_counter() - start)
+    return rankings, seconds
+

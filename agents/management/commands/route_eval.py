@@ -1,0 +1,122 @@
+"""route_eval: rank every benchmark query with the runtime's tool-search index and print recall figures.
+
+It reads the files it names and writes nothing: no database, no tuning.
+The last line printed is one JSON object with the figures.
+"""
+
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agents.evaluation import (
+    BenchFileError,
+    load_catalog,
+    load_queries,
+    name_substring_ranking,
+    percentile_ms,
+    summarize,
+    timed,
+    tool_documents,
+)
+from catalog import embeddings
+from catalog.search_index import ToolDocument, ToolSearchIndex
+
+DEPTH = 10
+
+
+class Command(BaseCommand):
+    help = "Measure tool-search recall on a catalog and a JSONL of queries (last line: JSON)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--catalog", required=True, help="JSON list of tools {name, description, parameters}.")
+        parser.add_argument("--queries", required=True, help="JSONL of {id, query, expected_tools, source}.")
+        parser.add_argument("--k", type=int, default=5, help="k for per-source and lenient recall (default 5).")
+        parser.add_argument("--format", choices=["text", "json"], default="text", help="json: only the JSON line.")
+        parser.add_argument("--compare", action="store_true", help="Also rank with the baselines.")
+        parser.add_argument("--limit", type=int, default=0, help="Only the first N queries.")
+
+    def handle(self, *args, **options):
+        k = options["k"]
+        if k < 1:
+            raise CommandError("--k must be at least 1")
+        try:
+            tools = load_catalog(options["catalog"])
+            queries = load_queries(options["queries"], known_tools={tool["name"] for tool in tools})
+        except BenchFileError as exc:
+            raise CommandError(str(exc)) from None
+        if options["limit"] > 0:
+            queries = queries[: options["limit"]]
+        if not tools or not queries:
+            raise CommandError("the catalog and the queries must each have at least one entry")
+        documents = tool_documents(tools)
+        originals = {d.name: d.original_name for d in documents}
+        depth = max(DEPTH, k)
+
+        query_vectors: dict[str, object] = {}
+        dense = embeddings.dense_enabled()
+        if dense:
+            embeddings.load_model()  # loading the model is not part of building the index
+
+        def recording_embedder(texts):
+            vectors = embeddings.embed_texts(texts)
+            if len(texts) == 1:
+                query_vectors[texts[0]] = vectors[0]
+            return vectors
+
+        start = time.perf_counter()
+        index = ToolSearchIndex(documents, embedder=recording_embedder if dense else None)
+        build_seconds = time.perf_counter() - start
+        rankings, seconds = timed(lambda q: index.search(q, allowed=None, limit=depth).names, queries)
+
+        report = {
+            "catalog": options["catalog"],
+            "queries": options["queries"],
+            "mode": "hybrid" if index.dense else "bm25",
+            "model": embeddings.MODEL_NAME if index.dense else None,
+            "bm25_weight": index.bm25_weight,
+            "n_tools": len(documents),
+            "n_queries": len(queries),
+            **summarize(rankings, queries, originals, k=k),
+            "p50_ms": percentile_ms(seconds, 50),
+            "p95_ms": percentile_ms(seconds, 95),
+            "index_build_s": round(build_seconds, 2),
+        }
+        if options["compare"]:
+            report["baselines"] = self._baselines(documents, queries, originals, index, query_vectors, depth, k)
+        if options["format"] == "text":
+            self._print_table(report, k)
+        self.stdout.write(json.dumps(report, ensure_ascii=False))
+
+    def _baselines(self, documents, queries, originals, index, query_vectors, depth, k) -> dict:
+        """The same queries through simpler rankers, for comparison."""
+        plain = ToolSearchIndex([ToolDocument(name=d.name, description=d.description) for d in documents])
+        names = [d.name for d in documents]
+        rankers = {
+            "bm25_name_description": lambda q: plain.search(q, allowed=None, limit=depth).names,
+            "name_substring": lambda q: name_substring_ranking(q, names, depth),
+        }
+        if index.dense:
+            # Reuses the vectors toolhub computed above: same model, no second embedding pass.
+            dense_only = ToolSearchIndex(
+                documents,
+                embeddings=index.vectors(),
+                embedder=lambda texts: [query_vectors[t] for t in texts],
+                bm25_weight=0.0,
+            )
+            rankers["dense_only"] = lambda q: dense_only.search(q, allowed=None, limit=depth).names
+        return {
+            name: summarize([rank(q.query) for q in queries], queries, originals, k=k)
+            for name, rank in rankers.items()
+        }
+
+    def _print_table(self, report: dict, k: int):
+        rows = [("toolhub " + report["mode"], report)] + list(report.get("baselines", {}).items())
+        columns = ["recall@1", "recall@5", "recall@10", f"lenient_recall@{k}", "mrr"]
+        self.stdout.write(f"{'ranker':<24}" + "".join(f"{c:>20}" for c in columns))
+        for name, figures in rows:
+            self.stdout.write(f"{name:<24}" + "".join(f"{figures[c]:>20.3f}" for c in columns))
+        self.stdout.write(
+            f"{report['n_tools']} tools, {report['n_queries']} queries; ranking p50 {report['p50_ms']} ms, "
+            f"p95 {report['p95_ms']} ms; index built in {report['index_build_s']} s"
+        )
