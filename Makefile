@@ -7,8 +7,10 @@ PORT ?= 8000
 # make test's scaled path: the real services on this machine.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+# make bench's data: the public tool-selection benchmark beside the repo.
+BENCH_DIR ?= ../shared/bench
 
-.PHONY: run test test-unit test-integration lint setup clean
+.PHONY: run test test-unit test-integration lint setup clean bench
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +30,13 @@ test: setup
 	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL $(PY) -m pytest -m "not integration" -q -p no:cacheprovider
 	$(PY) tests/ensure_services.py $(TEST_DATABASE_URL) $(TEST_REDIS_URL)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest -p no:cacheprovider
+
+# Tool-routing benchmark on the public bench data (figures only, no pass/fail):
+# recall against the baselines, then search latency at 2,923 and 10,000 tools.
+bench: setup
+	$(PY) manage.py route_eval --catalog $(BENCH_DIR)/catalog.json --queries $(BENCH_DIR)/dev.jsonl --compare
+	$(PY) manage.py route_bench --tools 2923 --bench-dir $(BENCH_DIR)
+	$(PY) manage.py route_bench --tools 10000 --bench-dir $(BENCH_DIR)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import ActionWord, Conversation, Message, ModelProfile, RoutingLog, Turn, TurnEvent, Workflow
+from .models import ActionWord, ApiKey, Conversation, Message, ModelProfile, RoutingLog, Turn, TurnEvent, Workflow
 
 
 @admin.register(ModelProfile)
@@ -55,3 +55,10 @@ class ActionWordAdmin(admin.ModelAdmin):
     list_display = ("phrase", "action")
     list_filter = ("action",)
     search_fields = ("phrase",)
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ("name", "user", "prefix", "revoked", "created_at", "last_used_at")
+    readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
+    list_select_related = ("user",)

@@ -5,6 +5,7 @@ adjust anything to the queries they score.
 """
 
 import json
+import random
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from catalog.search_index import STOPWORDS, ToolDocument, words
+from catalog.search_index import STOPWORDS, ToolDocument, name_words, words
 
 
 class BenchFileError(ValueError):
@@ -94,6 +95,35 @@ def tool_documents(tools: Iterable[dict]) -> list[ToolDocument]:
     ]
 
 
+def scaled_catalog(tools: Sequence[dict], size: int, *, seed: int = 0) -> list[dict]:
+    """`size` tools: a seeded sample of `tools`, or all of them topped up with generated distractors.
+
+    A distractor has the shape of a random real tool (its parameters, a description of
+    the same length) but a name and description drawn from the catalog's own words.
+    """
+    rng = random.Random(seed)
+    if size <= len(tools):
+        return rng.sample(list(tools), size)
+    description_words = sorted({w for tool in tools for w in words(tool["description"]) if len(w) > 2}) or ["tool"]
+    name_parts = sorted({w for tool in tools for w in name_words(tool["name"]).split() if len(w) > 2}) or ["tool"]
+    catalog = list(tools)
+    for number in range(1, size - len(tools) + 1):
+        template = rng.choice(tools)
+        name = "_".join(rng.choices(name_parts, k=3)) + f"_{number}"
+        length = max(4, len(template["description"].split()))
+        description = " ".join(rng.choice(description_words) for _ in range(length)).capitalize() + "."
+        catalog.append(
+            {
+                "name": name,
+                "description": description,
+                "parameters": template.get("parameters") or {"type": "object", "properties": {}},
+                "source": "distractor",
+                "original_name": name,
+            }
+        )
+    return catalog
+
+
 def _read(path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
@@ -103,9 +133,10 @@ def _read(path) -> str:
 
 def _json_array_items(path, text: str):
     """Yield (line, item) for each element of a top-level JSON array, so errors can name the line."""
-    decoder, position = json.JSONDecoder(), _skip_space(text, 0)
+    decoder, lines = json.JSONDecoder(), _LineCounter(text)
+    position = _skip_space(text, 0)
     if text[position : position + 1] != "[":
-        raise BenchFileError(path, _line(text, position), "the catalog must be a JSON list of tools")
+        raise BenchFileError(path, lines.at(position), "the catalog must be a JSON list of tools")
     position = _skip_space(text, position + 1)
     if text[position : position + 1] == "]":
         return
@@ -114,15 +145,15 @@ def _json_array_items(path, text: str):
             item, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as exc:
             raise BenchFileError(path, exc.lineno, f"not valid JSON ({exc.msg})") from None
-        yield _line(text, position), item
+        yield lines.at(position), item
         position = _skip_space(text, end)
         separator = text[position : position + 1]
         if separator == "]":
             if text[_skip_space(text, position + 1) :]:
-                raise BenchFileError(path, _line(text, position), "text after the end of the list")
+                raise BenchFileError(path, lines.at(position), "text after the end of the list")
             return
         if separator != ",":
-            raise BenchFileError(path, _line(text, position), "expected ',' or ']' between tools")
+            raise BenchFileError(path, lines.at(position), "expected ',' or ']' between tools")
         position = _skip_space(text, position + 1)
 
 
@@ -132,8 +163,16 @@ def _skip_space(text: str, position: int) -> int:
     return position
 
 
-def _line(text: str, position: int) -> int:
-    return text.count("\n", 0, position) + 1
+class _LineCounter:
+    """Line numbers of increasing positions, counting each newline once (the catalog is megabytes)."""
+
+    def __init__(self, text: str):
+        self.text, self.position, self.line = text, 0, 1
+
+    def at(self, position: int) -> int:
+        self.line += self.text.count("\n", self.position, position)
+        self.position = position
+        return self.line
 
 
 # --- metrics ---------------------------------------------------------------
@@ -212,4 +251,3 @@ def timed(rank: Callable[[str], list[str]], queries: Sequence[BenchQuery]) -> tu
         rankings.append(rank(query.query))
         seconds.append(time.perf_counter() - start)
     return rankings, seconds
-

@@ -74,6 +74,7 @@ class Turn(models.Model):
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     model = models.CharField(max_length=200, blank=True)
+    two_stage = models.BooleanField(default=True, help_text="Consult the steward before the model.")
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -215,3 +216,21 @@ class Workflow(models.Model):
 
     def __str__(self):
         return f"{self.kind} workflow {self.pk} at {self.phase} (v{self.version})"
+
+
+class ApiKey(models.Model):
+    """A key for the OpenAI-compatible API. Only its hash is stored; the key is shown once."""
+
+    name = models.CharField(max_length=100)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    prefix = models.CharField(max_length=16, unique=True, help_text="Public part, for lookup.")
+    key_hash = models.CharField(max_length=64)
+    revoked = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"

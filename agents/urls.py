@@ -1,7 +1,11 @@
 from django.urls import path
+from django.views.decorators.csrf import csrf_exempt
 
-from . import views
+from . import api, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    # The API authenticates with bearer keys, not cookies, so CSRF does not apply.
+    path("v1/chat/completions", csrf_exempt(api.chat_completions), name="api-chat-completions"),
+    path("v1/models", api.models, name="api-models"),
 ]

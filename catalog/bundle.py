@@ -119,6 +119,14 @@ def denial_reason(entry: CatalogEntry, decision: RoutingDecision, *, min_confide
     return None
 
 
+def allowed_names(decision: RoutingDecision, catalog: Sequence[CatalogEntry]) -> frozenset[str]:
+    """Names policy allows for this decision (before the side-query bound and the token cap)."""
+    min_confidence = settings.TOOLHUB_MIN_CONFIDENCE
+    return frozenset(
+        entry.name for entry in catalog if denial_reason(entry, decision, min_confidence=min_confidence) is None
+    )
+
+
 def _primary_domain(entry: CatalogEntry, decision: RoutingDecision) -> str:
     domains = entry.policy.domains
     matching = sorted(domains & decision.domains)

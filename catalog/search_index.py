@@ -9,6 +9,7 @@ whole index (min-max with BM25's minimum of 0), so a tool's score does not
 depend on `allowed` and the allowed ranking is the global one, filtered.
 BM25_WEIGHT = 0.1 was tuned on dev only (0.05-0.15 move recall@5 < 0.005).
 """
+
 import re
 import time
 from collections.abc import Callable, Collection, Iterable

@@ -2,6 +2,11 @@
 
 import pytest
 from django.conf import settings
+from hypothesis import settings as hypothesis_settings
+
+# Tests assert behaviour, never time: no per-example deadline on a loaded CI machine.
+hypothesis_settings.register_profile("toolhub", deadline=None)
+hypothesis_settings.load_profile("toolhub")
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ DATABASE_URL / REDIS_URL / TOOLHUB_MODEL_BASE_URL switches each part to the
 scaled path. Never add a per-environment copy of this file.
 """
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -183,13 +184,41 @@ TOOLHUB_MODEL = os.environ.get("TOOLHUB_MODEL", "" if not TOOLHUB_MODEL_BASE_URL
 # "builtin" is the offline rule-based model; "openai" any compatible server.
 TOOLHUB_MODEL_PROVIDER = "openai" if TOOLHUB_MODEL_BASE_URL else "builtin"
 TOOLHUB_MODEL_TIMEOUT = env_float("TOOLHUB_MODEL_TIMEOUT", 60.0)
+TOOLHUB_MODEL_RETRIES = env_int("TOOLHUB_MODEL_RETRIES", 2)
 TOOLHUB_MODEL_PROFILE = os.environ.get("TOOLHUB_MODEL_PROFILE", "chat-8k")
 
 # --- routing and policy ---------------------------------------------------
 TOOLHUB_STEWARD = os.environ.get("TOOLHUB_STEWARD", "rules")
 if TOOLHUB_STEWARD not in {"rules", "llm", "hybrid"}:
     raise ImproperlyConfigured(f"TOOLHUB_STEWARD={TOOLHUB_STEWARD!r}: use rules, llm or hybrid.")
-TOOLHUB_STEWARD_TIMEOUT = env_float("TOOLHUB_STEWARD_TIMEOUT", 3.0)
+# The steward's options, in the seed's names.
+TOOLHUB_STEWARD_OPTIONS = {
+    "two_stage_enabled": env_bool("TOOLHUB_TWO_STAGE_ENABLED", True),
+    "analysis_timeout": env_float("TOOLHUB_STEWARD_TIMEOUT", 3.0),
+    "max_recommended_tools": env_int("TOOLHUB_MAX_RECOMMENDED_TOOLS", 5),
+    "min_recommended_tools": env_int("TOOLHUB_MIN_RECOMMENDED_TOOLS", 0),
+    "enable_status_messages": env_bool("TOOLHUB_ENABLE_STATUS_MESSAGES", True),
+    "show_web_search_status": env_bool("TOOLHUB_SHOW_WEB_SEARCH_STATUS", True),
+    "llm_max_candidates": env_int("TOOLHUB_STEWARD_LLM_CANDIDATES", 50),
+}
+if not 0 <= TOOLHUB_STEWARD_OPTIONS["min_recommended_tools"] <= TOOLHUB_STEWARD_OPTIONS["max_recommended_tools"] <= 5:
+    raise ImproperlyConfigured(
+        "Recommended tools must satisfy 0 <= TOOLHUB_MIN_RECOMMENDED_TOOLS <= TOOLHUB_MAX_RECOMMENDED_TOOLS <= 5."
+    )
+# Status texts by phase; TOOLHUB_STATUS_TEXTS (a JSON object) overrides any of them.
+TOOLHUB_STATUS_TEXTS = {
+    "analysis": "🤵 Consulting the steward...",
+    "analysis_complete": "✓ Steward consultation complete",
+    "analysis_complete_none": "✓ No further assistance required - answering from general knowledge",
+    "fallback": "⚠️ Steward unavailable, proceeding without analysis",
+} | json.loads(os.environ.get("TOOLHUB_STATUS_TEXTS") or "{}")
+# Builtin web search: a SearXNG-compatible JSON API; unset -> "not configured".
+SEARXNG_URL = os.environ.get("SEARXNG_URL", "")
+TOOLHUB_WEB_SEARCH_TIMEOUT = env_float("TOOLHUB_WEB_SEARCH_TIMEOUT", 10.0)
+# The seed's special rules name these tools exactly.
+TOOLHUB_CALCULATOR_TOOL = "calculate"
+TOOLHUB_CLOCK_TOOLS = ("get_current_time", "get_current_date")
+TOOLHUB_WEB_SEARCH_TOOL = "web_search"
 TOOLHUB_MIN_CONFIDENCE = env_float("TOOLHUB_MIN_CONFIDENCE", 0.6)
 TOOLHUB_SIDE_QUERY_MAX_TOOLS = env_int("TOOLHUB_SIDE_QUERY_MAX_TOOLS", 3)
 # Schema token gate: one tool over the first is a check warning; the bundle
@@ -197,6 +226,8 @@ TOOLHUB_SIDE_QUERY_MAX_TOOLS = env_int("TOOLHUB_SIDE_QUERY_MAX_TOOLS", 3)
 TOOLHUB_MAX_TOOL_SCHEMA_TOKENS = env_int("TOOLHUB_MAX_TOOL_SCHEMA_TOKENS", 1500)
 TOOLHUB_MAX_BUNDLE_SCHEMA_TOKENS = env_int("TOOLHUB_MAX_BUNDLE_SCHEMA_TOKENS", 4000)
 TOOLHUB_SEARCH_TOOL = "tool_search"
+TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
+TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 TOOLHUB_WORKFLOW_TTL_SECONDS = env_int("TOOLHUB_WORKFLOW_TTL", 3600)
 
 # --- auth, i18n, static ---------------------------------------------------

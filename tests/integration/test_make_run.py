@@ -1,61 +1,26 @@
 """`make run`'s path on a fresh data dir: setup_demo, then Daphne; log in and see the catalog."""
 
 import http.cookiejar
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 
+from tests.servers import daphne, embedded_env, manage
+
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-EMBEDDED_UNSET = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TOOLHUB_MODEL_BASE_URL", "SECRET_KEY", "DEBUG")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def embedded_server(tmp_path_factory):
     """Run exactly what `make run` runs, with nothing configured but a fresh data dir."""
-    data_dir = tmp_path_factory.mktemp("embedded")
-    env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_UNSET} | {"TOOLHUB_DATA_DIR": str(data_dir)}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    setup = subprocess.run(
-        [sys.executable, "manage.py", "setup_demo"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert setup.returncode == 0, setup.stdout + setup.stderr
-    login = re.search(r"username: (\S+)\n\s+password: (\S+)", setup.stdout)
-    assert login, setup.stdout
-    port = free_port()
-    daphne = Path(sys.executable).parent / "daphne"
-    server = subprocess.Popen(
-        [str(daphne), "-b", "127.0.0.1", "-p", str(port), "toolhub.asgi:application"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None, server.stdout.read()
-                assert time.monotonic() < deadline, "daphne did not listen within 60 s"
-                time.sleep(0.3)
-        yield {"base": f"http://127.0.0.1:{port}", "username": login[1], "password": login[2], "setup": setup.stdout}
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    env = embedded_env(tmp_path_factory.mktemp("embedded"))
+    setup = manage(env, "setup_demo")
+    login = re.search(r"username: (\S+)\n\s+password: (\S+)", setup)
+    assert login, setup
+    with daphne(env) as base:
+        yield {"base": base, "username": login[1], "password": login[2], "setup": setup}
 
 
 def test_setup_prints_a_login_and_loads_the_demo_catalog(embedded_server):

@@ -26,6 +26,7 @@ DEPTH = 10
 
 
 class Command(BaseCommand):
+    requires_system_checks = []  # reads bench files only; the database's state does not matter
     help = "Measure tool-search recall on a catalog and a JSONL of queries (last line: JSON)."
 
     def add_arguments(self, parser):
@@ -106,8 +107,7 @@ class Command(BaseCommand):
             )
             rankers["dense_only"] = lambda q: dense_only.search(q, allowed=None, limit=depth).names
         return {
-            name: summarize([rank(q.query) for q in queries], queries, originals, k=k)
-            for name, rank in rankers.items()
+            name: summarize([rank(q.query) for q in queries], queries, originals, k=k) for name, rank in rankers.items()
         }
 
     def _print_table(self, report: dict, k: int):

@@ -1,0 +1,111 @@
+"""The LLM steward: an OpenAI-compatible model re-ranks the policy-allowed candidates.
+
+It sees the query and at most `llm_max_candidates` allowed tools (names and
+one-line descriptions, pre-ranked by search) and must answer with a
+ToolRecommendation (JSON schema, structured output). On a timeout, an error,
+invalid JSON, or a tool name that was not a candidate, the rules steward's
+result stands, marked as a fallback: the user always gets an answer. It
+never widens what policy allows.
+"""
+
+import json
+import logging
+from dataclasses import replace
+
+import jsonschema
+import openai
+from django.conf import settings
+
+from catalog.bundle import allowed_names
+
+log = logging.getLogger(__name__)
+
+TOOL_RECOMMENDATION = {
+    "type": "object",
+    "properties": {
+        "tools": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+        "reasoning": {"type": "string"},
+    },
+    "required": ["tools", "reasoning"],
+    "additionalProperties": False,
+}
+
+INSTRUCTIONS = (
+    "You are the steward of a tool-using assistant. Given a user request and candidate tools, "
+    "choose the 0-5 tools the assistant needs, best first. Choose none for general knowledge. "
+    "Only use names from the candidate list. Answer with JSON only."
+)
+
+
+class StewardUnavailable(Exception):
+    """The LLM steward gave no usable answer; the message says why."""
+
+
+def client() -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=settings.TOOLHUB_MODEL_BASE_URL,
+        api_key=settings.TOOLHUB_MODEL_API_KEY or "not-needed",
+        timeout=settings.TOOLHUB_STEWARD_OPTIONS["analysis_timeout"],
+        max_retries=0,
+    )
+
+
+def candidates(text: str, rules, context) -> list[tuple[str, str]]:
+    """Allowed tools for the decision, the rules' picks first, then by search rank."""
+    allowed = allowed_names(rules.decision, context.entries)
+    limit = settings.TOOLHUB_STEWARD_OPTIONS["llm_max_candidates"]
+    ranked = list(rules.recommended_tools) + context.search(text, allowed, limit)
+    names = [name for name in dict.fromkeys(ranked) if name in allowed][:limit]
+    descriptions = {entry.name: entry.description for entry in context.entries if entry.name in set(names)}
+    return [(name, descriptions[name].split("\n")[0][:200]) for name in names]
+
+
+def recommend(text: str, tools: list[tuple[str, str]], *, max_tools: int) -> tuple[list[str], str]:
+    """Ask the model; raise StewardUnavailable unless it answers with valid candidate names."""
+    if not settings.TOOLHUB_MODEL_BASE_URL:
+        raise StewardUnavailable("no model server configured (TOOLHUB_MODEL_BASE_URL)")
+    listing = "\n".join(f"- {name}: {description}" for name, description in tools)
+    try:
+        response = client().chat.completions.create(
+            model=settings.TOOLHUB_MODEL,
+            temperature=0,
+            messages=[
+                {"role": "system", "content": INSTRUCTIONS},
+                {"role": "user", "content": f"Request: {text}\n\nCandidate tools:\n{listing}"},
+            ],
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "ToolRecommendation", "schema": TOOL_RECOMMENDATION, "strict": True},
+            },
+        )
+        content = response.choices[0].message.content or ""
+    except openai.APITimeoutError:
+        raise StewardUnavailable("the model did not answer within the steward timeout") from None
+    except openai.OpenAIError as exc:
+        raise StewardUnavailable(f"the model server failed: {exc.__class__.__name__}") from None
+    try:
+        answer = json.loads(content)
+        jsonschema.validate(answer, TOOL_RECOMMENDATION)
+    except (ValueError, jsonschema.ValidationError):
+        raise StewardUnavailable("the model's answer is not a valid ToolRecommendation") from None
+    known = {name for name, _ in tools}
+    invented = [name for name in answer["tools"] if name not in known]
+    if invented:
+        raise StewardUnavailable(f"the model named tools that are not candidates: {', '.join(invented)}")
+    return list(dict.fromkeys(answer["tools"]))[:max_tools], answer["reasoning"]
+
+
+def llm_analysis(text: str, rules, context, *, max_tools: int, mode: str):
+    """The LLM's recommendation, or the rules' result marked as a fallback."""
+    try:
+        picked, reasoning = recommend(text, candidates(text, rules, context), max_tools=max_tools)
+    except StewardUnavailable as exc:
+        log.warning("LLM steward unavailable, rules answer: %s", exc)
+        return replace(rules, fallback=True, notes=(str(exc),), reasoning=f"{rules.reasoning} (fallback: {exc})")
+    return replace(
+        rules,
+        recommended_tools=tuple(picked),
+        requires_assistance=bool(picked),
+        reasoning=reasoning,
+        mode=mode,
+    )

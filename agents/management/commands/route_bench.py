@@ -1,0 +1,98 @@
+"""route_bench: time each per-request step over a catalog of N tools; the last line printed is JSON.
+
+The catalog is the public bench catalog plus seeded distractors of the same
+shape; nothing is written to the database. It reports what it measured, on the
+data it names, and asserts nothing.
+"""
+
+import json
+import random
+import resource
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from agents.evaluation import BenchFileError, load_catalog, load_queries, percentile_ms, scaled_catalog, tool_documents
+from catalog import embeddings
+from catalog.search_index import ToolSearchIndex
+
+DEFAULT_BENCH_DIR = Path(settings.BASE_DIR).parent / "shared" / "bench"
+
+
+class Command(BaseCommand):
+    requires_system_checks = []  # reads bench files only; the database's state does not matter
+    help = "Time tool search per request over N tools (public bench catalog + distractors); last line JSON."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--tools", type=int, required=True, help="Catalog size N.")
+        parser.add_argument("--bench-dir", default=str(DEFAULT_BENCH_DIR), help="Holds catalog.json and dev.jsonl.")
+        parser.add_argument("--requests", type=int, default=500, help="Requests to time (sampled from dev queries).")
+        parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument("--format", choices=["text", "json"], default="text", help="json: only the JSON line.")
+
+    def handle(self, *args, **options):
+        size, bench_dir = options["tools"], Path(options["bench_dir"])
+        if size < 1 or options["requests"] < 1:
+            raise CommandError("--tools and --requests must be at least 1")
+        try:
+            public = load_catalog(bench_dir / "catalog.json")
+            queries = load_queries(bench_dir / "dev.jsonl", known_tools={tool["name"] for tool in public})
+        except BenchFileError as exc:
+            raise CommandError(str(exc)) from None
+        documents = tool_documents(scaled_catalog(public, size, seed=options["seed"]))
+        rng = random.Random(options["seed"])
+        requests = [q.query for q in rng.sample(queries, min(options["requests"], len(queries)))]
+
+        dense = embeddings.dense_enabled()
+        start = time.perf_counter()
+        if dense:
+            embeddings.load_model()
+        model_load_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        index = ToolSearchIndex(documents, embedder=embeddings.embed_texts if dense else None)
+        build_seconds = time.perf_counter() - start
+
+        steps = self.request_steps(index, allowed=frozenset(index.names))
+        per_step = {name: [] for name in steps}
+        per_request = []
+        for query in requests:
+            total = 0.0
+            for name, step in steps.items():
+                started = time.perf_counter()
+                step(query)
+                elapsed = time.perf_counter() - started
+                per_step[name].append(elapsed)
+                total += elapsed
+            per_request.append(total)
+
+        report = {
+            "bench_dir": str(bench_dir),
+            "mode": "hybrid" if index.dense else "bm25",
+            "n_tools": len(documents),
+            "n_distractors": max(0, size - len(public)),
+            "n_requests": len(requests),
+            "allowed_size": len(index.names),
+            "model_load_s": round(model_load_seconds, 2),
+            "index_build_s": round(build_seconds, 2),
+            "steps": {
+                name: {"p50_ms": percentile_ms(seconds, 50), "p95_ms": percentile_ms(seconds, 95)}
+                for name, seconds in per_step.items()
+            },
+            "p50_ms": percentile_ms(per_request, 50),
+            "p95_ms": percentile_ms(per_request, 95),
+            # Linux reports KiB: the whole process (Django, torch, the model and the index).
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+        if options["format"] == "text":
+            steps_text = ", ".join(f"{n} p50 {t['p50_ms']} / p95 {t['p95_ms']} ms" for n, t in report["steps"].items())
+            self.stdout.write(
+                f"{report['n_tools']} tools ({report['n_distractors']} distractors), {report['n_requests']} requests: "
+                f"{steps_text}; index built in {report['index_build_s']} s; peak RSS {report['peak_rss_mb']} MB"
+            )
+        self.stdout.write(json.dumps(report))
+
+    def request_steps(self, index: ToolSearchIndex, *, allowed: frozenset[str]) -> dict:
+        """What one request does, step by step; each is timed alone and the request is their sum."""
+        return {"search": lambda query: index.search(query, allowed=allowed, limit=5)}

@@ -1,0 +1,54 @@
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agents.metrics import percentile
+from agents.routing_log import record_analysis
+from agents.steward import StewardContext, analyze
+
+
+class Command(BaseCommand):
+    help = "Run the steward on JSONL queries ({id, query}) against this database's catalog; one JSON line each."
+    requires_system_checks = []
+
+    def add_arguments(self, parser):
+        parser.add_argument("--queries", required=True, help="JSONL file, one {id, query} per line")
+        parser.add_argument("--format", choices=["json"], default="json")
+        parser.add_argument("--no-record", action="store_true", help="do not write RoutingLogs")
+
+    def handle(self, *args, queries, no_record, **options):
+        items = read_queries(queries)
+        context = StewardContext.current()
+        latencies = []
+        for item in items:
+            started = time.perf_counter()
+            result = analyze(item["query"], context=context)
+            latencies.append((time.perf_counter() - started) * 1000)
+            if not no_record:
+                record_analysis(result, query=item["query"])
+            row = {"id": item["id"], **result.as_dict()}
+            row.pop("reasoning")
+            self.stdout.write(json.dumps(row, ensure_ascii=False))
+        summary = {"count": len(items), "p50_ms": percentile(latencies, 0.5), "p95_ms": percentile(latencies, 0.95)}
+        self.stdout.write(json.dumps(summary))
+
+
+def read_queries(path: str) -> list[dict]:
+    try:
+        handle = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"{path}: cannot read ({exc.strerror})") from None
+    items = []
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except ValueError as exc:
+                raise CommandError(f"{path}:{number}: not valid JSON ({exc})") from None
+            if not isinstance(item, dict) or not isinstance(item.get("query"), str) or "id" not in item:
+                raise CommandError(f'{path}:{number}: expected an object with "id" and a string "query"')
+            items.append(item)
+    return items

@@ -1,0 +1,63 @@
+"""Any OpenAI-compatible server (vLLM, Ollama, llama.cpp server, OpenAI) through the official SDK.
+
+Streams content deltas as they arrive and assembles streamed tool calls
+(fragments by index) into whole calls at the end of the step.
+"""
+
+from collections.abc import Iterator
+
+import openai
+from django.conf import settings
+
+from . import ModelChunk, ToolCall, TurnHints
+
+
+class ModelUnavailable(Exception):
+    """The model server failed; the message is safe to show."""
+
+
+class OpenAICompatProvider:
+    name = "openai"
+
+    def __init__(self, *, base_url: str | None = None, api_key: str | None = None, model: str | None = None):
+        self.base_url = base_url or settings.TOOLHUB_MODEL_BASE_URL
+        self.model = model or settings.TOOLHUB_MODEL
+        self.client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=api_key or settings.TOOLHUB_MODEL_API_KEY or "not-needed",
+            timeout=settings.TOOLHUB_MODEL_TIMEOUT,
+            max_retries=settings.TOOLHUB_MODEL_RETRIES,
+        )
+        self.label = f"{self.model} at {self.base_url}"
+
+    def stream(self, messages: list[dict], tools: list[dict], *, hints: TurnHints) -> Iterator[ModelChunk]:
+        request = {"model": self.model, "messages": messages, "stream": True}
+        if tools:
+            request["tools"] = tools
+        try:
+            response = self.client.chat.completions.create(**request)
+            calls: dict[int, dict] = {}
+            finish = None
+            for chunk in response:
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                delta = choice.delta
+                if delta and delta.content:
+                    yield ModelChunk(content=delta.content)
+                for fragment in (delta.tool_calls or []) if delta else []:
+                    call = calls.setdefault(fragment.index, {"id": "", "name": "", "arguments": ""})
+                    call["id"] = fragment.id or call["id"]
+                    if fragment.function:
+                        call["name"] += fragment.function.name or ""
+                        call["arguments"] += fragment.function.arguments or ""
+                finish = choice.finish_reason or finish
+        except openai.APITimeoutError:
+            raise ModelUnavailable(f"the model at {self.base_url} did not answer in time") from None
+        except openai.OpenAIError as exc:
+            raise ModelUnavailable(f"the model at {self.base_url} failed: {exc.__class__.__name__}") from None
+        tool_calls = tuple(
+            ToolCall(id=call["id"] or f"call_{index}", name=call["name"], arguments=call["arguments"] or "{}")
+            for index, call in sorted(calls.items())
+        )
+        yield ModelChunk(tool_calls=tool_calls, finish_reason=finish or ("tool_calls" if tool_calls else "stop"))

@@ -1,0 +1,93 @@
+"""One tool call of the model: checked against the bundle at call time, validated, executed, truncated.
+
+A tool the bundle does not hold is refused with the reason; arguments that do
+not match the schema are refused with the schema's message; missing required
+arguments are to be asked of the user, never invented. tool_search loads
+what it finds (only what policy allows) for the next step.
+"""
+
+import json
+from dataclasses import dataclass
+
+import jsonschema
+from django.conf import settings
+
+from catalog.bundle import CapabilityBundle
+from catalog.search import search_catalog
+
+from .providers import ToolCall
+from .tools import BUILTIN_TOOL_NAMES, run_builtin
+from .tools.results import truncate_result
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    content: str  # what the model receives as the tool message
+    is_error: bool = False
+    refused: bool = False
+    found: tuple[str, ...] = ()  # tool_search: names to load for the next step
+
+
+def refusal_reason(name: str, bundle: CapabilityBundle) -> str | None:
+    if bundle.holds(name):
+        return None
+    if name in bundle.deferred_names:
+        return f"{name} is deferred: call {settings.TOOLHUB_SEARCH_TOOL} to load it first."
+    denied = {tool.name: tool.reason for tool in bundle.denied}
+    if name in denied:
+        return f"{name} is not available for this request: {denied[name]}."
+    return f"There is no tool named {name}."
+
+
+def schema_problem(arguments: dict, schema: dict) -> str | None:
+    missing = [name for name in schema.get("required", []) if name not in arguments]
+    if missing:
+        return f"Missing required arguments: {', '.join(missing)}. Ask the user for them; do not invent values."
+    try:
+        jsonschema.validate(arguments, schema, cls=jsonschema.Draft202012Validator)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "arguments"
+        return f"Invalid arguments at {where}: {exc.message}"
+    return None
+
+
+def run_tool_search(arguments: dict, bundle: CapabilityBundle) -> CallOutcome:
+    result = search_catalog(
+        arguments.get("query", ""), allowed=bundle.searchable_names(), limit=arguments.get("limit", 5)
+    )
+    if result.error:
+        return CallOutcome(content=json.dumps({"error": result.error}), is_error=True)
+    payload = {"found": result.names, "mode": result.mode}
+    if result.note:
+        payload["note"] = result.note
+    if result.names:
+        payload["loaded"] = "These tools are loaded for your next step."
+    return CallOutcome(content=json.dumps(payload, ensure_ascii=False), found=tuple(result.names))
+
+
+def execute(call: ToolCall, bundle: CapabilityBundle, *, emit, max_result_tokens: int) -> CallOutcome:
+    reason = refusal_reason(call.name, bundle)
+    if reason:
+        return CallOutcome(content=json.dumps({"error": reason}), is_error=True, refused=True)
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return CallOutcome(content=json.dumps({"error": "Arguments are not valid JSON."}), is_error=True)
+    if not isinstance(arguments, dict):
+        return CallOutcome(content=json.dumps({"error": "Arguments must be a JSON object."}), is_error=True)
+    tool = next(tool for tool in bundle.loaded if tool.name == call.name)
+    problem = schema_problem(arguments, tool.definition["function"]["parameters"])
+    if problem:
+        return CallOutcome(content=json.dumps({"error": problem}), is_error=True)
+    if tool.requires_confirmation:
+        message = f"{call.name} requires an operator's approval before it runs; it was not run."
+        return CallOutcome(content=json.dumps({"error": message}), is_error=True, refused=True)
+    if call.name == settings.TOOLHUB_SEARCH_TOOL:
+        return run_tool_search(arguments, bundle)
+    if call.name in BUILTIN_TOOL_NAMES:
+        result = run_builtin(call.name, arguments, emit=emit)
+        content = {"error": result.content} if result.is_error and isinstance(result.content, str) else result.content
+        text, _cut = truncate_result(content, max_result_tokens)
+        return CallOutcome(content=text, is_error=result.is_error)
+    message = f"{call.name} runs on an MCP server that this toolhub is not connected to; it was not run."
+    return CallOutcome(content=json.dumps({"error": message}), is_error=True)

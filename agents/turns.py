@@ -1,0 +1,23 @@
+"""Starting a turn: store the user's message and a queued Turn, then enqueue it after commit.
+
+Views, the API and consumers call `start_turn`; none of them runs a turn
+itself. In the embedded default Celery is eager, so the caller runs the turn
+in its own thread (the SSE view does that off the event loop).
+"""
+
+from django.db import transaction
+
+from .models import Conversation, Message, Turn
+from .tasks import run_turn
+
+
+@transaction.atomic
+def create_turn(conversation: Conversation, user_text: str, *, two_stage: bool = True) -> Turn:
+    turn = Turn.objects.create(conversation=conversation, two_stage=two_stage)
+    Message.objects.create(conversation=conversation, turn=turn, role=Message.Role.USER, content=user_text)
+    return turn
+
+
+def enqueue_turn(turn_id: int) -> None:
+    """Hand the turn to Celery once its rows are committed (runs now when eager)."""
+    run_turn.delay_on_commit(turn_id)

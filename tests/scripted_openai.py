@@ -1,0 +1,109 @@
+"""A scripted OpenAI-compatible HTTP server for tests: real sockets, answers chosen by the test."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class ScriptedOpenAI:
+    """Serve /v1/chat/completions; `behaviour` and `content` say what the next answers are."""
+
+    def __init__(self):
+        self.behaviour = "ok"  # ok | slow | error | invalid
+        self.content = "{}"
+        # Scripted model steps, one per request: {"content": str} or {"tool_calls": [{"name", "arguments"}]}.
+        self.steps: list[dict] = []
+        self.delay = 5.0
+        self.requests: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append(body)
+                if server.behaviour == "slow":
+                    time.sleep(server.delay)
+                if server.behaviour == "error":
+                    self._send(500, {"error": {"message": "scripted failure", "type": "server_error"}})
+                    return
+                if server.steps:
+                    step = server.steps.pop(0)
+                    if body.get("stream"):
+                        self._stream(stream_chunks(step, body.get("model", "scripted")))
+                    else:
+                        self._send(200, completion(step.get("content", ""), body.get("model", "scripted")))
+                    return
+                content = "this is not json {" if server.behaviour == "invalid" else server.content
+                self._send(200, completion(content, body.get("model", "scripted")))
+
+            def _stream(self, chunks):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for item in chunks:
+                    self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def _send(self, status, payload):
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout tests)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def completion(content: str, model: str) -> dict:
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"},
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def stream_chunks(step: dict, model: str) -> list[dict]:
+    """A model step as OpenAI streams it: content in pieces, tool calls in fragments by index."""
+
+    def chunk(delta, finish=None):
+        return {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    content = step.get("content", "")
+    for start in range(0, len(content), 7):
+        chunks.append(chunk({"content": content[start : start + 7]}))
+    for index, call in enumerate(step.get("tool_calls", [])):
+        arguments = json.dumps(call.get("arguments", {}))
+        chunks.append(chunk({"tool_calls": [{"index": index, "id": f"call_{index}", "type": "function",
+                                             "function": {"name": call["name"], "arguments": ""}}]}))  # fmt: skip
+        half = len(arguments) // 2
+        for part in (arguments[:half], arguments[half:]):
+            chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]}))
+    chunks.append(chunk({}, "tool_calls" if step.get("tool_calls") else "stop"))
+    return chunks

@@ -1,0 +1,85 @@
+"""Real server processes for integration tests: Daphne and a Celery worker, started like a deployment."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+EMBEDDED_UNSET = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TOOLHUB_MODEL_BASE_URL", "SECRET_KEY", "DEBUG")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def embedded_env(data_dir) -> dict:
+    """The environment of `make run`: nothing configured but a data dir."""
+    env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_UNSET} | {"TOOLHUB_DATA_DIR": str(data_dir)}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return env
+
+
+def manage(env: dict, *args: str) -> str:
+    result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def wait_for_port(port: int, process: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert process.poll() is None, process.stdout.read()
+            assert time.monotonic() < deadline, f"nothing listened on {port} within {seconds} s"
+            time.sleep(0.3)
+
+
+@contextmanager
+def daphne(env: dict):
+    """Yield the base URL of a Daphne serving toolhub.asgi with `env`."""
+    port = free_port()
+    process = subprocess.Popen(
+        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "toolhub.asgi:application"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@contextmanager
+def celery_worker(env: dict, app):
+    """Yield a running Celery worker (solo pool) once it answers a ping."""
+    name = f"itest-{os.getpid()}-{time.monotonic_ns()}@{os.uname().nodename}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "toolhub", "worker", "--pool", "solo", "--loglevel", "WARNING",
+         "--hostname", name, "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while not app.control.ping(timeout=1, destination=[name]):
+            assert process.poll() is None, f"worker exited: {process.stdout.read()}"
+            assert time.monotonic() < deadline, "worker did not answer a ping within 90 s"
+        yield process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()

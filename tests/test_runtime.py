@@ -1,0 +1,162 @@
+"""A turn end to end in the embedded default: steward, bundle, model loop, events, records."""
+
+import pytest
+
+from agents import runtime
+from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
+from agents.turns import create_turn
+from catalog.demo_catalog import load_demo_catalog
+from tests.builders import make_user
+from tests.scripted_openai import ScriptedOpenAI
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def conversation():
+    load_demo_catalog()
+    return Conversation.objects.create(owner=make_user())
+
+
+def run(conversation, text, **kwargs) -> Turn:
+    turn = create_turn(conversation, text, **kwargs)
+    runtime.run_turn(turn.id)
+    turn.refresh_from_db()
+    return turn
+
+
+def events(turn, type=None):
+    rows = TurnEvent.objects.filter(turn=turn).order_by("sequence")
+    return [e for e in rows if type is None or e.type == type]
+
+
+def answer(turn) -> str:
+    return "".join(e.payload["content"] for e in events(turn, TurnEvent.Type.DELTA))
+
+
+def statuses(turn) -> list[tuple[str, str]]:
+    return [(e.phase, e.payload["message"]) for e in events(turn, TurnEvent.Type.STATUS)]
+
+
+def test_arithmetic_turn_calls_the_calculator_and_answers_42(conversation):
+    turn = run(conversation, "What is 15 + 27?")
+    assert turn.status == Turn.Status.DONE
+    assert statuses(turn)[:2] == [
+        ("analysis", "🤵 Consulting the steward..."),
+        ("analysis_complete", "✓ Steward consultation complete"),
+    ]
+    assert events(turn, TurnEvent.Type.STATUS)[1].payload["recommended_tools"] == ["calculate"]
+    assert "42" in answer(turn)
+    assert [e.payload["tool_name"] for e in events(turn, TurnEvent.Type.TOOL_CALL)] == ["calculate"]
+    assert [e.sequence for e in events(turn)] == list(range(1, len(events(turn)) + 1))
+    assert events(turn)[-1].type == TurnEvent.Type.DONE
+
+
+def test_general_knowledge_takes_the_no_assistance_path(conversation):
+    turn = run(conversation, "What is the capital of France?")
+    assert ("analysis_complete", "✓ No further assistance required - answering from general knowledge") in statuses(
+        turn
+    )
+    assert not events(turn, TurnEvent.Type.TOOL_CALL)
+    assert "builtin offline model" in answer(turn)
+
+
+def test_time_question_is_injected_silently(conversation):
+    turn = run(conversation, "What time is it in Paris?")
+    assert not any(phase == "tool" for phase, _ in statuses(turn))
+    assert all("recommended_tools" not in e.payload for e in events(turn, TurnEvent.Type.STATUS))
+    assert "Paris" in answer(turn)
+
+
+def test_turn_records_messages_and_a_routing_log(conversation):
+    turn = run(conversation, "What is 15 + 27?")
+    roles = list(Message.objects.filter(turn=turn).values_list("role", flat=True))
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    log = RoutingLog.objects.get(turn=turn)
+    assert log.recommended == ["calculate"] and log.called == ["calculate"]
+    assert log.loaded_schema_tokens < log.catalog_schema_tokens / 10
+    assert log.turn_ms is not None
+
+
+def test_a_finished_turn_is_never_run_twice(conversation):
+    turn = run(conversation, "What is 15 + 27?")
+    count = TurnEvent.objects.filter(turn=turn).count()
+    runtime.run_turn(turn.id)
+    assert TurnEvent.objects.filter(turn=turn).count() == count
+
+
+def test_a_redelivered_running_turn_restarts_cleanly(conversation):
+    turn = create_turn(conversation, "What is 15 + 27?")
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING)
+    Message.objects.create(conversation=conversation, turn=turn, role="assistant", content="half an answ")
+    runtime.run_turn(turn.id)
+    contents = list(Message.objects.filter(turn=turn, role="assistant").values_list("content", flat=True))
+    assert "half an answ" not in contents and any("42" in c for c in contents)
+
+
+def test_switching_two_stage_off_skips_the_steward(conversation):
+    turn = run(conversation, "What is 15 + 27?", two_stage=False)
+    assert not any(phase == "analysis" for phase, _ in statuses(turn))
+    assert RoutingLog.objects.get(turn=turn).two_stage is False
+
+
+@pytest.fixture
+def scripted_model(settings):
+    with ScriptedOpenAI() as server:
+        settings.TOOLHUB_MODEL_PROVIDER = "openai"
+        settings.TOOLHUB_MODEL_BASE_URL = server.base_url
+        settings.TOOLHUB_MODEL = "scripted-model"
+        settings.TOOLHUB_MODEL_RETRIES = 0
+        yield server
+
+
+def tool_messages(turn) -> list[str]:
+    return list(Message.objects.filter(turn=turn, role="tool").values_list("content", flat=True))
+
+
+def test_a_deferred_tool_called_before_search_is_refused_then_found_and_called(conversation, scripted_model):
+    scripted_model.steps = [
+        {"tool_calls": [{"name": "dns_lookup", "arguments": {"hostname": "localhost", "record_type": "A"}}]},
+        {"tool_calls": [{"name": "tool_search", "arguments": {"query": "resolve dns records of a hostname"}}]},
+        {"tool_calls": [{"name": "dns_lookup", "arguments": {"hostname": "localhost", "record_type": "A"}}]},
+        {"content": "localhost resolves to 127.0.0.1."},
+    ]
+    turn = run(conversation, "Please resolve localhost")
+    refused, searched, resolved = tool_messages(turn)
+    assert "dns_lookup is deferred: call tool_search to load it first." in refused
+    assert "dns_lookup" in searched
+    assert "127.0.0.1" in resolved
+    assert answer(turn) == "localhost resolves to 127.0.0.1."
+    first_request_tools = {t["function"]["name"] for t in scripted_model.requests[0].get("tools", [])}
+    third_request_tools = {t["function"]["name"] for t in scripted_model.requests[2].get("tools", [])}
+    assert "dns_lookup" not in first_request_tools and "dns_lookup" in third_request_tools
+    assert "## Deferred tools" in scripted_model.requests[0]["messages"][0]["content"]
+
+
+def test_missing_required_arguments_are_asked_not_invented(conversation, scripted_model):
+    scripted_model.steps = [
+        {"tool_calls": [{"name": "calculate", "arguments": {}}]},
+        {"content": "Which expression should I calculate?"},
+    ]
+    turn = run(conversation, "calculate it for me")
+    (refusal,) = tool_messages(turn)
+    assert "Missing required arguments: expression. Ask the user for them" in refusal
+    assert RoutingLog.objects.get(turn=turn).called == ["calculate"]
+
+
+def test_an_unpolicied_tool_is_refused_with_its_reason(conversation, scripted_model):
+    scripted_model.steps = [
+        {"tool_calls": [{"name": "purge_container_images", "arguments": {}}]},
+        {"content": "I cannot purge images."},
+    ]
+    turn = run(conversation, "purge the docker images")
+    (refusal,) = tool_messages(turn)
+    assert "not available for this request: no policy (fail closed)" in refusal
+
+
+def test_model_server_failure_fails_the_turn_visibly(conversation, scripted_model):
+    scripted_model.behaviour = "error"
+    turn = run(conversation, "hello")
+    assert turn.status == Turn.Status.FAILED
+    assert events(turn, TurnEvent.Type.ERROR)[0].payload["message"].startswith("The turn failed:")
+    assert events(turn)[-1].type == TurnEvent.Type.DONE
