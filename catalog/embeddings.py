@@ -22,6 +22,8 @@ BATCH_SIZE = 64
 TORCH_THREADS = 1
 
 _load_lock = threading.Lock()
+# A fast tokenizer is not safe to call from two threads at once ("Already borrowed").
+_tokenizer_lock = threading.Lock()
 
 
 def dense_enabled() -> bool:
@@ -51,20 +53,41 @@ def load_model():
         return _loaded_model()
 
 
+# Vectors already computed in this process, by text: a rebuild after a rolled-back or
+# repeated change (tests, imports) costs a lookup, not a forward pass. Bounded.
+_memo: dict[str, np.ndarray] = {}
+MEMO_SIZE = 20_000
+
+
 def embed_texts(texts: list[str]) -> np.ndarray:
     """Unit-length float32 vectors, one row per text (mean pooling, as the model was trained)."""
+    if not texts:
+        return np.zeros((0, embedding_dim()), dtype=np.float32)
+    found = {text: _memo[text] for text in texts if text in _memo}
+    missing = [text for text in dict.fromkeys(texts) if text not in found]
+    if missing:
+        for text, vector in zip(missing, _forward(missing), strict=True):
+            found[text] = vector
+            if len(_memo) >= MEMO_SIZE:
+                _memo.pop(next(iter(_memo)))
+            _memo[text] = vector
+    return np.vstack([found[text] for text in texts])
+
+
+def _forward(texts: list[str]) -> np.ndarray:
     torch, tokenizer, transformer = load_model()
     # Batches of similar length pad less; the rows are put back in input order below.
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     rows = []
     for start in range(0, len(order), BATCH_SIZE):
-        batch = tokenizer(
-            [texts[i] for i in order[start : start + BATCH_SIZE]],
-            padding=True,
-            truncation=True,
-            max_length=MAX_TOKENS,
-            return_tensors="pt",
-        )
+        with _tokenizer_lock:
+            batch = tokenizer(
+                [texts[i] for i in order[start : start + BATCH_SIZE]],
+                padding=True,
+                truncation=True,
+                max_length=MAX_TOKENS,
+                return_tensors="pt",
+            )
         with torch.inference_mode():
             hidden = transformer(**batch).last_hidden_state
         mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
