@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from catalog.decision import RoutingDecision
 from catalog.models import Action, Domain, Operation, ToolPolicy
+from catalog.search import catalog_state
 
 from .models import ActionWord
 
@@ -128,8 +129,18 @@ def load_vocabulary() -> Vocabulary:
     return Vocabulary(action_words, domain_words, tool_words)
 
 
+_current: tuple[tuple, Vocabulary] | None = None
+
+
 def vocabulary() -> Vocabulary:
-    return load_vocabulary()
+    """The process's vocabulary, rebuilt when the catalog state moves (ActionWord changes move it too)."""
+    global _current
+    state = catalog_state()
+    cached = _current
+    if cached is None or cached[0] != state:
+        cached = (state, load_vocabulary())
+        _current = cached
+    return cached[1]
 
 
 def decide(hits: Hits, state: ConversationState) -> RoutingDecision:

@@ -116,7 +116,8 @@ class TurnRun:
         Turn.objects.filter(pk=self.turn.id).update(model=self.turn_model.label)
 
         analysis, context = self.consult_steward(user_text)
-        bundle = build_bundle(analysis.decision, context.entries, recommended=analysis.recommended_tools)
+        self.entries = context.entries
+        bundle = build_bundle(analysis.decision, self.entries, recommended=analysis.recommended_tools)
         routing = record_analysis(analysis, query=user_text, turn=self.turn, bundle=bundle, two_stage=self.two_stage)
         emit(
             self.turn.id,
@@ -202,7 +203,7 @@ class TurnRun:
                 self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id)
             if found:
                 recommended = [*bundle.loaded_names, *found]
-                bundle = build_bundle(analysis.decision, StewardContext.current().entries, recommended=recommended)
+                bundle = build_bundle(analysis.decision, self.entries, recommended=recommended)
         message = f"I stopped after {settings.TOOLHUB_MAX_STEPS} steps without a final answer."
         emit(self.turn.id, EventType.DELTA, phase="content", content=message)
         self.save_message(Message.Role.ASSISTANT, message)

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from catalog.bundle import allowed_names
-from catalog.decision import CatalogEntry, RoutingDecision, load_catalog
+from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
 from catalog.search import search_catalog
 
 from .router import ConversationState, Vocabulary, decide, vocabulary
@@ -63,7 +63,7 @@ class StewardContext:
         def search(query: str, allowed: Collection[str], limit: int) -> list[str]:
             return search_catalog(query, allowed=allowed, limit=limit).names
 
-        return cls(entries=load_catalog(), search=search, vocabulary=vocabulary())
+        return cls(entries=current_catalog(), search=search, vocabulary=vocabulary())
 
 
 @dataclass(frozen=True)

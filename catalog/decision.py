@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .deferral import is_deferred
 from .models import Action, Tool
+from .search import catalog_state
 
 
 @dataclass(frozen=True)
@@ -87,3 +88,17 @@ def load_catalog() -> list[CatalogEntry]:
     """Every tool with its policy, as plain values."""
     tools = Tool.objects.select_related("policy").prefetch_related("policy__domains")
     return [entry_for(tool) for tool in tools]
+
+
+_current: tuple[tuple, tuple[CatalogEntry, ...]] | None = None
+
+
+def current_catalog() -> tuple[CatalogEntry, ...]:
+    """The process's copy of the catalog, reloaded when the catalog state moves (one query per call)."""
+    global _current
+    state = catalog_state()
+    cached = _current
+    if cached is None or cached[0] != state:
+        cached = (state, tuple(load_catalog()))
+        _current = cached
+    return cached[1]
