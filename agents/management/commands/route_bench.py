@@ -6,6 +6,7 @@ data it names, and asserts nothing.
 """
 
 import json
+import os
 import random
 import resource
 import time
@@ -55,6 +56,7 @@ class Command(BaseCommand):
         build_seconds = time.perf_counter() - start
 
         steps = self.request_steps(index, allowed=frozenset(index.names))
+        load_before = os.getloadavg()[0]
         per_step = {name: [] for name in steps}
         per_request = []
         for query in requests:
@@ -84,6 +86,9 @@ class Command(BaseCommand):
             "p95_ms": percentile_ms(per_request, 95),
             # Linux reports KiB: the whole process (Django, torch, the model and the index).
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            # Other work on the host skews the timings: the 1-minute load around the timed loop.
+            "host_load_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+            "cpus": os.cpu_count(),
         }
         if options["format"] == "text":
             steps_text = ", ".join(f"{n} p50 {t['p50_ms']} / p95 {t['p95_ms']} ms" for n, t in report["steps"].items())
