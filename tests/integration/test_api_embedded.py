@@ -1,6 +1,10 @@
 """The API through a real Daphne in the embedded default: the seed's queries, SSE frames, the openai client."""
 
 import json
+import os
+import re
+import subprocess
+import sys
 import threading
 import urllib.parse
 import urllib.request
@@ -9,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import openai
 import pytest
 
-from tests.servers import daphne, embedded_env, manage
+from tests.servers import ROOT, daphne, embedded_env, manage
 
 pytestmark = pytest.mark.integration
 
@@ -134,3 +138,30 @@ def test_web_search_reaches_a_searxng_server_and_the_answer_cites_it(tmp_path_fa
     assert searching and searching[0]["message"] == '🔍 Searching the web: "What\'s the weather in Tokyo?"'
     assert searching[0]["arguments"]["query"] == "What's the weather in Tokyo?"
     assert "https://weather.example/tokyo" in content(frames)
+
+
+def readme_blocks(language: str) -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    return re.findall(rf"```{language}\n(.*?)```", readme, flags=re.S)
+
+
+def test_the_readme_api_examples_work_as_printed(api):
+    base, key = api
+    port = base.rsplit(":", 1)[1]
+    env = os.environ | {"TOOLHUB_KEY": key}
+    (python_example,) = [block for block in readme_blocks("python") if "OpenAI(" in block]
+    result = subprocess.run([sys.executable, "-c", python_example.replace(":8000", f":{port}")], env=env,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("15 + 27 = 42\n") and "Europe/Paris" in result.stdout
+    (curl_example,) = [block for block in readme_blocks("sh") if "curl" in block]
+    commands = [line for line in curl_example.replace("\\\n", " ").splitlines() if line.startswith("curl")]
+    outputs = [
+        subprocess.run(
+            ["bash", "-c", command.replace(":8000", f":{port}")], env=env, capture_output=True, text=True, timeout=120
+        ).stdout  # fmt: skip
+        for command in commands
+    ]
+    assert '"id": "toolhub"' in outputs[0]
+    assert json.loads(outputs[1])["choices"][0]["message"]["content"] == "15 + 27 = 42"
+    assert outputs[2].rstrip().endswith("data: [DONE]") and '"phase": "analysis_complete"' in outputs[2]
