@@ -51,12 +51,16 @@ def schema_problem(arguments: dict, schema: dict) -> str | None:
     return None
 
 
-def run_tool_search(arguments: dict, bundle: CapabilityBundle) -> CallOutcome:
-    result = search_catalog(
-        arguments.get("query", ""), allowed=bundle.searchable_names(), limit=arguments.get("limit", 5)
-    )
+def run_tool_search(arguments: dict, bundle: CapabilityBundle, *, emit) -> CallOutcome:
+    query = arguments.get("query", "")
+    result = search_catalog(query, allowed=bundle.searchable_names(), limit=arguments.get("limit", 5))
     if result.error:
+        emit("tool", f"🔎 Tool search failed: {result.error}", tool_name=settings.TOOLHUB_SEARCH_TOOL)
         return CallOutcome(content=json.dumps({"error": result.error}), is_error=True)
+    if not result.names:
+        emit("tool", f'🔎 No tool matches "{query}"', tool_name=settings.TOOLHUB_SEARCH_TOOL, note=result.note)
+    elif result.mode == "bm25":
+        emit("tool", f"🔎 Tool search ran keyword-only: {result.note}", tool_name=settings.TOOLHUB_SEARCH_TOOL)
     payload = {"found": result.names, "mode": result.mode}
     if result.note:
         payload["note"] = result.note
@@ -83,7 +87,7 @@ def execute(call: ToolCall, bundle: CapabilityBundle, *, emit, max_result_tokens
         message = f"{call.name} requires an operator's approval before it runs; it was not run."
         return CallOutcome(content=json.dumps({"error": message}), is_error=True, refused=True)
     if call.name == settings.TOOLHUB_SEARCH_TOOL:
-        return run_tool_search(arguments, bundle)
+        return run_tool_search(arguments, bundle, emit=emit)
     if call.name in BUILTIN_TOOL_NAMES:
         result = run_builtin(call.name, arguments, emit=emit)
         content = {"error": result.content} if result.is_error and isinstance(result.content, str) else result.content

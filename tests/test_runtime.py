@@ -160,3 +160,38 @@ def test_model_server_failure_fails_the_turn_visibly(conversation, scripted_mode
     assert turn.status == Turn.Status.FAILED
     assert events(turn, TurnEvent.Type.ERROR)[0].payload["message"].startswith("The turn failed:")
     assert events(turn)[-1].type == TurnEvent.Type.DONE
+
+
+def test_a_search_with_no_hits_returns_empty_and_a_status_event(conversation, scripted_model):
+    scripted_model.steps = [
+        {"tool_calls": [{"name": "tool_search", "arguments": {"query": "regex:^zzz_nothing_like_this$"}}]},
+        {"content": "Nothing found."},
+    ]
+    turn = run(conversation, "find me a tool")
+    (result,) = tool_messages(turn)
+    assert '"found": []' in result
+    assert any(message.startswith("🔎 No tool matches") for _, message in statuses(turn))
+
+
+def test_a_bad_regex_is_an_error_result_not_a_crash(conversation, scripted_model):
+    scripted_model.steps = [
+        {"tool_calls": [{"name": "tool_search", "arguments": {"query": "regex:([unclosed"}}]},
+        {"content": "That pattern was invalid."},
+    ]
+    turn = run(conversation, "find me a tool")
+    assert turn.status == Turn.Status.DONE
+    (result,) = tool_messages(turn)
+    assert '"error"' in result
+    assert any(message.startswith("🔎 Tool search failed") for _, message in statuses(turn))
+
+
+def test_with_embeddings_off_tool_search_says_it_ran_keyword_only(conversation, scripted_model, settings):
+    settings.TOOLHUB_SEARCH_EMBEDDINGS = False
+    scripted_model.steps = [
+        {"tool_calls": [{"name": "tool_search", "arguments": {"query": "resolve dns records"}}]},
+        {"content": "Found it."},
+    ]
+    turn = run(conversation, "find me a tool")
+    (result,) = tool_messages(turn)
+    assert "dns_lookup" in result and '"mode": "bm25"' in result
+    assert any(message.startswith("🔎 Tool search ran keyword-only") for _, message in statuses(turn))
