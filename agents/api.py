@@ -14,15 +14,16 @@ import uuid
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import transaction
 from django.http import JsonResponse, StreamingHttpResponse
 
 from catalog.tokens import count_tokens
 
 from .api_keys import authenticate
+from .approvals import ApprovalClosed, decide_approval
 from .events import stored_events, turn_group
-from .models import Conversation, Message, ModelProfile, TurnEvent
+from .models import Conversation, Message, ModelProfile, ToolApproval, TurnEvent
 from .turns import create_turn, enqueue_turn
 
 DEFAULT_MODEL = "toolhub"
@@ -187,6 +188,7 @@ def sse_frame(event: dict, completion_id: str, model: str) -> dict | None:
             tool_name=payload.get("tool_name"),
             arguments=payload.get("arguments"),
             recommended_tools=payload.get("recommended_tools"),
+            **({"approval_id": payload["approval_id"]} if "approval_id" in payload else {}),
         )
     if event["type"] == EventType.DELTA:
         delta = {"content": payload.get("content", "")}
@@ -254,6 +256,31 @@ async def chat_completions(request):
         return response
     prompt_tokens = sum(count_tokens(m["content"]) for m in parsed["messages"])
     return JsonResponse(await completion(turn.id, parsed["model"], prompt_tokens))
+
+
+async def approval(request, approval_id: int):
+    """POST {"approve": true|false}: the conversation's owner (or an operator) decides a pending call."""
+    try:
+        if request.method != "POST":
+            raise ApiError(405, "Use POST to decide an approval.")
+        user = await api_user(request)
+        try:
+            body = json.loads(request.body or b"")
+        except (ValueError, RequestDataTooBig):
+            raise ApiError(400, "The request body is not valid JSON.") from None
+        if not isinstance(body, dict) or not isinstance(body.get("approve"), bool):
+            raise ApiError(400, 'Send {"approve": true} or {"approve": false}.', param="approve")
+        try:
+            decided = await sync_to_async(decide_approval)(approval_id=approval_id, user=user, approve=body["approve"])
+        except ToolApproval.DoesNotExist:
+            raise ApiError(404, f"No approval {approval_id}.", code="approval_not_found") from None
+        except PermissionDenied:
+            raise ApiError(403, "This key may not decide that approval.", type="permission_error") from None
+        except ApprovalClosed as closed:
+            raise ApiError(409, str(closed), code="approval_closed") from None
+    except ApiError as error:
+        return error.response()
+    return JsonResponse({"id": decided.pk, "status": decided.status, "tool_name": decided.tool_name})
 
 
 async def models(request):

@@ -68,6 +68,7 @@ class Turn(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"
         RUNNING = "running"
+        WAITING = "waiting"  # paused on an approval; resumes from a new task when decided
         DONE = "done"
         FAILED = "failed"
 
@@ -234,3 +235,32 @@ class ApiKey(models.Model):
 
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"
+
+
+class ToolApproval(models.Model):
+    """A risky tool call waiting for a person's decision; the turn is paused meanwhile."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        EXPIRED = "expired"  # no decision in time: treated as denied
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="approvals")
+    tool_call_id = models.CharField(max_length=100)
+    tool_name = models.CharField(max_length=64)
+    arguments = models.JSONField(default=dict)
+    risk = models.CharField(max_length=16)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    requested_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-requested_at"]
+        permissions = [("decide_toolapproval", "Can approve or deny risky tool calls")]
+        constraints = [models.UniqueConstraint(fields=["turn", "tool_call_id"], name="approval_per_call_unique")]
+
+    def __str__(self):
+        return f"{self.tool_name} for turn {self.turn_id} ({self.status})"

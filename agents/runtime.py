@@ -7,22 +7,22 @@ turn found running (a worker died mid-turn) restarts cleanly.
 
 import json
 import logging
-import time
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from catalog.bundle import build_bundle
+from catalog.decision import RoutingDecision
 from catalog.knowledge import select_snippets
 
-from . import memory, prompt
+from . import approvals, memory, prompt
 from .events import emit
-from .models import Message, ModelProfile, RoutingLog, Turn, TurnEvent, Workflow
-from .providers import TurnHints, get_provider
+from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
+from .providers import ToolCall, TurnHints, get_provider
 from .router import ConversationState
 from .routing_log import record_analysis, record_outcome
-from .steward import StewardContext, analyze
+from .steward import Intent, StewardContext, StewardResult, analyze, current_time_context
 from .tool_calls import execute
 
 log = logging.getLogger(__name__)
@@ -62,28 +62,37 @@ def as_message(message: Message) -> dict:
     return data
 
 
-def claim(turn_id: int) -> Turn | None:
-    """Move a queued turn to running; restart a running one cleanly; skip a finished one."""
-    now = timezone.now()
+def claim(turn_id: int) -> tuple[Turn, bool] | None:
+    """Move a queued turn to running (or resume a waiting one whose approvals are decided).
+
+    Returns (turn, resuming), or None when there is nothing to run: a finished
+    turn, or a waiting one still waiting. A turn found running was redelivered
+    after its worker died: its partial answer is dropped and it restarts.
+    """
     with transaction.atomic():
         turn = Turn.objects.select_for_update().select_related("conversation").get(pk=turn_id)
         if turn.status in (Turn.Status.DONE, Turn.Status.FAILED):
             return None
+        resuming = turn.status == Turn.Status.WAITING
+        if resuming and turn.approvals.filter(status=ToolApproval.Status.PENDING).exists():
+            return None
         if turn.status == Turn.Status.RUNNING:
-            # Redelivered after a worker died: drop the partial answer, keep the user message.
             turn.messages.exclude(role=Message.Role.USER).delete()
             RoutingLog.objects.filter(turn=turn).delete()
-        turn.status, turn.started_at = Turn.Status.RUNNING, now
+            turn.approvals.all().delete()
+        turn.status = Turn.Status.RUNNING
+        turn.started_at = turn.started_at if resuming else timezone.now()
         turn.save(update_fields=["status", "started_at"])
-    return turn
+    return turn, resuming
 
 
 def run_turn(turn_id: int) -> None:
-    turn = claim(turn_id)
-    if turn is None:
+    claimed = claim(turn_id)
+    if claimed is None:
         return
+    turn, resuming = claimed
     try:
-        TurnRun(turn).run()
+        TurnRun(turn).run(resuming=resuming)
     except Exception as exc:  # the turn fails visibly, never silently
         log.exception("turn %s failed", turn_id)
         emit(turn.id, EventType.ERROR, phase="error", message=f"The turn failed: {exc}")
@@ -98,27 +107,52 @@ class TurnRun:
         self.turn = turn
         self.conversation = turn.conversation
         self.options = settings.TOOLHUB_STEWARD_OPTIONS
-        self.started = time.perf_counter()
-        self.called: list[str] = []
 
     def status(self, phase: str, message: str, **data) -> None:
         if self.options["enable_status_messages"]:
             emit(self.turn.id, EventType.STATUS, phase=phase, message=message, **data)
 
-    def run(self) -> None:
+    def run(self, *, resuming: bool = False) -> None:
         messages = [as_message(m) for m in self.conversation.messages.order_by("id")]
         # A client's own system messages become part of our system prompt.
         self.instructions = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
         history = [m for m in messages if m["role"] != "system"]
-        user_text = history[-1]["content"] if history and history[-1]["role"] == "user" else ""
+        user_index = max(i for i, m in enumerate(history) if m["role"] == "user")
+        user_text = history[user_index]["content"]
         profile = model_profile(self.conversation)
         self.turn_model = get_provider()
         Turn.objects.filter(pk=self.turn.id).update(model=self.turn_model.label)
+        self.entries = StewardContext.current().entries
+        if resuming:
+            self.routing = RoutingLog.objects.get(turn=self.turn)
+            analysis = self.recorded_analysis(user_text)
+            bundle = build_bundle(analysis.decision, self.entries, recommended=self.routing.exposed)
+            self.status("resumed", "▶ Resuming after the approval decision")
+        else:
+            analysis = self.consult_steward(user_text)
+            bundle = build_bundle(analysis.decision, self.entries, recommended=analysis.recommended_tools)
+            self.routing = record_analysis(
+                analysis, query=user_text, turn=self.turn, bundle=bundle, two_stage=self.two_stage
+            )
+            self.announce(bundle)
+        self.called = list(self.routing.called)
+        knowledge = select_snippets(analysis.decision, budget_tokens=profile.reserved_result_tokens // 2)
+        history[user_index] = {**history[user_index], "content": prompt.enrich(
+            user_text, recommended=analysis.recommended_tools, context=analysis.context)}  # fmt: skip
+        hints = TurnHints(user_text, analysis.recommended_tools, tuple(knowledge), analysis.context)
+        self.analysis, self.profile = analysis, profile
+        if resuming:
+            self.settle_decided_calls(history, bundle)
+        answer = self.model_loop(history, bundle, knowledge, hints)
+        if answer is None:
+            return  # paused on an approval; a new task resumes the turn
+        started = Turn.objects.values_list("started_at", flat=True).get(pk=self.turn.id)
+        duration = int((timezone.now() - started).total_seconds() * 1000)
+        record_outcome(self.routing, called=self.called, turn_ms=duration)
+        Turn.objects.filter(pk=self.turn.id).update(status=Turn.Status.DONE, finished_at=timezone.now())
+        emit(self.turn.id, EventType.DONE, phase="done", status=Turn.Status.DONE, content=answer, turn_ms=duration)
 
-        analysis, context = self.consult_steward(user_text)
-        self.entries = context.entries
-        bundle = build_bundle(analysis.decision, self.entries, recommended=analysis.recommended_tools)
-        routing = record_analysis(analysis, query=user_text, turn=self.turn, bundle=bundle, two_stage=self.two_stage)
+    def announce(self, bundle) -> None:
         emit(
             self.turn.id,
             EventType.ROUTING,
@@ -129,25 +163,37 @@ class TurnRun:
             loaded_schema_tokens=bundle.loaded_schema_tokens,
             catalog_schema_tokens=bundle.catalog_schema_tokens,
         )
-        knowledge = select_snippets(analysis.decision, budget_tokens=profile.reserved_result_tokens // 2)
-        history[-1] = {**history[-1], "content": prompt.enrich(
-            user_text, recommended=analysis.recommended_tools, context=analysis.context)}  # fmt: skip
-        hints = TurnHints(user_text, analysis.recommended_tools, tuple(knowledge), analysis.context)
-        answer = self.model_loop(history, bundle, knowledge, profile, hints, analysis)
-        duration = int((time.perf_counter() - self.started) * 1000)
-        record_outcome(routing, called=self.called, turn_ms=duration)
-        Turn.objects.filter(pk=self.turn.id).update(status=Turn.Status.DONE, finished_at=timezone.now())
-        emit(self.turn.id, EventType.DONE, phase="done", status=Turn.Status.DONE, content=answer, turn_ms=duration)
+
+    def recorded_analysis(self, user_text: str) -> StewardResult:
+        """The steward's result as recorded when the turn started (a resumed turn does not re-route)."""
+        decision = self.routing.decision
+        silent = self.routing.intent == Intent.TIME
+        return StewardResult(
+            intent=self.routing.intent,
+            decision=RoutingDecision(
+                decision["action"],
+                frozenset(decision["domains"]),
+                decision["confidence"],
+                decision["phase"],
+                decision["side_query"],
+            ),  # fmt: skip
+            recommended_tools=tuple(self.routing.recommended),
+            reasoning="recorded",
+            requires_assistance=bool(self.routing.recommended),
+            mode=self.routing.steward_mode,
+            latency_ms=0,
+            silent=silent,
+            context=current_time_context() if silent else "",
+        )
 
     @property
     def two_stage(self) -> bool:
         return self.options["two_stage_enabled"] and self.turn.two_stage
 
-    def consult_steward(self, user_text: str):
+    def consult_steward(self, user_text: str) -> StewardResult:
         context = StewardContext.current()
         if not self.two_stage:
-            result = analyze(user_text, context=context, max_tools=0, mode="rules")
-            return result, context
+            return analyze(user_text, context=context, max_tools=0, mode="rules")
         self.status("analysis", status_text("analysis"))
         result = analyze(user_text, self.state, context=context)
         if result.fallback:
@@ -159,7 +205,7 @@ class TurnRun:
             self.status("analysis_complete", status_text("analysis_complete"))
         else:
             self.status("analysis_complete", status_text("analysis_complete_none"), recommended_tools=[])
-        return result, context
+        return result
 
     @property
     def state(self) -> ConversationState:
@@ -173,13 +219,14 @@ class TurnRun:
             self.status("memory", f"Older messages left out to fit {profile.name}: {fitted.evicted_turns} turn(s)")
         return [{"role": "system", "content": system}, *fitted.messages]
 
-    def model_loop(self, history, bundle, knowledge, profile, hints, analysis) -> str:
+    def model_loop(self, history, bundle, knowledge, hints) -> str | None:
+        """Steps until the model answers (the answer), pauses on an approval (None) or hits the limit."""
         provider = self.turn_model
         transcript = list(history)
         for _step in range(settings.TOOLHUB_MAX_STEPS):
             system = prompt.system_prompt(bundle, knowledge, self.instructions)
             tools = prompt.tool_definitions(bundle)
-            messages = self.fit(system, tools, transcript, profile)
+            messages = self.fit(system, tools, transcript, self.profile)
             content, calls = "", ()
             for chunk in provider.stream(messages, tools, hints=hints):
                 if chunk.content:
@@ -195,21 +242,69 @@ class TurnRun:
             ]
             transcript.append({"role": "assistant", "content": content or None, "tool_calls": tool_calls})
             self.save_message(Message.Role.ASSISTANT, content, tool_calls=tool_calls)
-            found: list[str] = []
+            found, waiting = [], False
             for call in calls:
-                outcome = self.call_tool(call, bundle, profile, silent=analysis.silent)
+                if self.needs_approval(call, bundle):
+                    waiting = True
+                    continue
+                outcome = self.call_tool(call, bundle)
                 found += outcome.found
                 transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
                 self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id)
             if found:
-                recommended = [*bundle.loaded_names, *found]
-                bundle = build_bundle(analysis.decision, self.entries, recommended=recommended)
+                bundle = build_bundle(self.analysis.decision, self.entries, recommended=[*bundle.loaded_names, *found])
+                RoutingLog.objects.filter(pk=self.routing.pk).update(exposed=list(bundle.loaded_names))
+            if waiting:
+                self.pause()
+                return None
         message = f"I stopped after {settings.TOOLHUB_MAX_STEPS} steps without a final answer."
         emit(self.turn.id, EventType.DELTA, phase="content", content=message)
         self.save_message(Message.Role.ASSISTANT, message)
         return message
 
-    def call_tool(self, call, bundle, profile, *, silent: bool):
+    def needs_approval(self, call, bundle) -> bool:
+        """A held tool whose policy requires confirmation: ask, and let the turn wait."""
+        tool = next((t for t in bundle.loaded if t.name == call.name), None)
+        if tool is None or not tool.requires_confirmation:
+            return False
+        arguments = _arguments(call)
+        approval = approvals.request_approval(
+            turn_id=self.turn.id,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            arguments=arguments if isinstance(arguments, dict) else {},
+            risk=tool.risk,
+        )
+        self.status("approval_required", f"⏸ {call.name} needs approval before it runs", tool_name=call.name,
+                    arguments=arguments, approval_id=approval.pk, risk=tool.risk)  # fmt: skip
+        return True
+
+    def pause(self) -> None:
+        RoutingLog.objects.filter(pk=self.routing.pk).update(called=self.called)
+        Turn.objects.filter(pk=self.turn.id).update(status=Turn.Status.WAITING)
+
+    def settle_decided_calls(self, history: list[dict], bundle) -> None:
+        """After a decision: run the approved calls, tell the model about the denied ones."""
+        answered = {m.get("tool_call_id") for m in history if m["role"] == "tool"}
+        last = next(m for m in reversed(history) if m["role"] == "assistant" and m.get("tool_calls"))
+        decisions = {a.tool_call_id: a for a in ToolApproval.objects.filter(turn=self.turn)}
+        for raw in last["tool_calls"]:
+            if raw["id"] in answered:
+                continue
+            call = ToolCall(raw["id"], raw["function"]["name"], raw["function"]["arguments"])
+            approval = decisions.get(call.id)
+            if approval is not None and approval.status == ToolApproval.Status.APPROVED:
+                content = self.call_tool(call, bundle, approved=True).content
+            else:
+                why = "was denied by an operator" if approval and approval.status == "denied" else (
+                    "was not approved in time, so it was denied")  # fmt: skip
+                content = json.dumps({"error": f"{call.name} did not run: the call {why}."})
+            history.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            self.save_message(Message.Role.TOOL, content, tool_call_id=call.id)
+
+    def call_tool(self, call, bundle, *, approved: bool = False):
+        silent = self.analysis.silent
+
         def tool_emit(phase: str, message: str, **data):
             if call.name == settings.TOOLHUB_WEB_SEARCH_TOOL and not self.options["show_web_search_status"]:
                 return
@@ -218,7 +313,9 @@ class TurnRun:
         if not silent and call.name != settings.TOOLHUB_WEB_SEARCH_TOOL:
             self.status("tool", f"🔧 Using {call.name}", tool_name=call.name, arguments=_arguments(call))
         emit(self.turn.id, EventType.TOOL_CALL, phase="tool", tool_name=call.name, arguments=_arguments(call))
-        outcome = execute(call, bundle, emit=tool_emit, max_result_tokens=profile.reserved_result_tokens)
+        outcome = execute(
+            call, bundle, emit=tool_emit, max_result_tokens=self.profile.reserved_result_tokens, approved=approved
+        )
         if not outcome.refused:
             self.called.append(call.name)
         emit(self.turn.id, EventType.TOOL_RESULT, phase="tool", tool_name=call.name, is_error=outcome.is_error,

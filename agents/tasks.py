@@ -3,8 +3,8 @@
 from celery import shared_task
 from django.conf import settings
 
-from . import runtime
-from .workflows import expire_workflows
+from . import approvals, runtime
+from .workflows import cleanup_workflows
 
 
 @shared_task(acks_late=True, time_limit=settings.TOOLHUB_TURN_TIME_LIMIT, ignore_result=True)
@@ -13,7 +13,16 @@ def run_turn(turn_id: int) -> None:
     runtime.run_turn(turn_id)
 
 
+@shared_task
+def cleanup_expired_workflows() -> dict:
+    """Periodic (CELERY_BEAT_SCHEDULE): delete workflows one TTL past expiry, mark newly expired ones.
+
+    Safe to retry or run twice at once: every batch is one guarded statement. Returns the counts.
+    """
+    return cleanup_workflows()
+
+
 @shared_task(ignore_result=True)
-def cleanup_expired_workflows() -> int:
-    """Periodic (CELERY_BEAT_SCHEDULE): expire workflows past their TTL, in batches."""
-    return expire_workflows()
+def expire_approval(approval_id: int) -> bool:
+    """Scheduled at request time for the timeout: no decision by then means denied."""
+    return approvals.expire_approval(approval_id)

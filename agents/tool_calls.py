@@ -69,7 +69,9 @@ def run_tool_search(arguments: dict, bundle: CapabilityBundle, *, emit) -> CallO
     return CallOutcome(content=json.dumps(payload, ensure_ascii=False), found=tuple(result.names))
 
 
-def execute(call: ToolCall, bundle: CapabilityBundle, *, emit, max_result_tokens: int) -> CallOutcome:
+def execute(
+    call: ToolCall, bundle: CapabilityBundle, *, emit, max_result_tokens: int, approved: bool = False
+) -> CallOutcome:
     reason = refusal_reason(call.name, bundle)
     if reason:
         return CallOutcome(content=json.dumps({"error": reason}), is_error=True, refused=True)
@@ -83,7 +85,7 @@ def execute(call: ToolCall, bundle: CapabilityBundle, *, emit, max_result_tokens
     problem = schema_problem(arguments, tool.definition["function"]["parameters"])
     if problem:
         return CallOutcome(content=json.dumps({"error": problem}), is_error=True)
-    if tool.requires_confirmation:
+    if tool.requires_confirmation and not approved:
         message = f"{call.name} requires an operator's approval before it runs; it was not run."
         return CallOutcome(content=json.dumps({"error": message}), is_error=True, refused=True)
     if call.name == settings.TOOLHUB_SEARCH_TOOL:

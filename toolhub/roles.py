@@ -13,7 +13,7 @@ ADMIN = "admin"
 APPS = ("catalog", "agents")
 OPERATOR_EDITS = {
     "catalog": ("toolpolicy", "policyversion", "knowledgesnippet"),
-    "agents": ("conversation", "message", "turn", "workflow"),
+    "agents": ("conversation", "message", "turn", "workflow", "toolapproval"),
 }
 
 
