@@ -29,7 +29,8 @@ run: setup
 test: setup
 	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL $(PY) -m pytest -m "not integration" -q -p no:cacheprovider
 	$(PY) tests/ensure_services.py $(TEST_DATABASE_URL) $(TEST_REDIS_URL)
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest -p no:cacheprovider
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) TOOLHUB_CELERY_QUEUE=test-$$$$ \
+		$(PY) -m pytest -p no:cacheprovider
 
 # Tool-routing benchmark on the public bench data (figures only, no pass/fail):
 # recall against the baselines, then search latency at 2,923 and 10,000 tools.

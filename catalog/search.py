@@ -9,15 +9,20 @@ fits CI, and the ONNX package ships no tokenizer.
 """
 
 import hashlib
+import logging
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
+from django.conf import settings
+from django.db import close_old_connections
 
 from . import embeddings
 from .models import CatalogState, Tool, ToolEmbedding, ToolPolicy
 from .search_index import SearchResult, ToolDocument, ToolSearchIndex, dense_text
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SearchResult", "ToolDocument", "ToolSearchIndex", "catalog_index", "search_catalog"]
 
@@ -135,3 +140,19 @@ def _store_vectors(fresh: dict[str, np.ndarray], documents: dict[str, ToolDocume
             unique_fields=["tool"],
             update_fields=["model_name", "text_hash", "vector", "dim", "updated_at"],
         )
+
+
+def warm_up() -> None:
+    """Build the index (and load the embedding model) before the first request needs it."""
+    if not settings.TOOLHUB_WARM_START:
+        return
+    try:
+        catalog_index()
+    except Exception:  # a cold index is slower, never fatal: the first search builds it
+        log.exception("search index warm-up failed; the first search will build it")
+    finally:
+        close_old_connections()
+
+
+def warm_up_in_background() -> None:
+    threading.Thread(target=warm_up, name="toolhub-search-warm-up", daemon=True).start()

@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,14 +35,25 @@ def manage(env: dict, *args: str) -> str:
     return result.stdout
 
 
-def wait_for_port(port: int, process: subprocess.Popen, seconds: float = 60) -> None:
+def output_of(log) -> str:
+    log.seek(0)
+    return log.read().decode(errors="replace")[-5000:]
+
+
+def start(command: list[str], env: dict):
+    """Popen with output to a temp file: a pipe nobody reads would block a busy server."""
+    log = tempfile.TemporaryFile()
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), log
+
+
+def wait_for_port(port: int, process: subprocess.Popen, log, seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return
         except OSError:
-            assert process.poll() is None, process.stdout.read()
+            assert process.poll() is None, output_of(log)
             assert time.monotonic() < deadline, f"nothing listened on {port} within {seconds} s"
             time.sleep(0.3)
 
@@ -50,31 +62,29 @@ def wait_for_port(port: int, process: subprocess.Popen, seconds: float = 60) -> 
 def daphne(env: dict):
     """Yield the base URL of a Daphne serving toolhub.asgi with `env`."""
     port = free_port()
-    process = subprocess.Popen(
-        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "toolhub.asgi:application"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    process, log = start([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "toolhub.asgi:application"], env)
     try:
-        wait_for_port(port, process)
+        wait_for_port(port, process, log)
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
         process.wait(timeout=30)
+        log.close()
 
 
 @contextmanager
 def celery_worker(env: dict, app):
     """Yield a running Celery worker (solo pool) once it answers a ping."""
     name = f"itest-{os.getpid()}-{time.monotonic_ns()}@{os.uname().nodename}"
-    process = subprocess.Popen(
+    process, log = start(
         [sys.executable, "-m", "celery", "-A", "toolhub", "worker", "--pool", "solo", "--loglevel", "WARNING",
          "--hostname", name, "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 90
         while not app.control.ping(timeout=1, destination=[name]):
-            assert process.poll() is None, f"worker exited: {process.stdout.read()}"
+            assert process.poll() is None, f"worker exited: {output_of(log)}"
             assert time.monotonic() < deadline, "worker did not answer a ping within 90 s"
         yield process
     finally:
@@ -83,3 +93,4 @@ def celery_worker(env: dict, app):
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
+        log.close()

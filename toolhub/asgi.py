@@ -18,6 +18,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from agents.routing import websocket_urlpatterns  # noqa: E402
+from catalog.search import warm_up_in_background  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -25,3 +26,6 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# Load the embedding model and build the search index now, not on the first request.
+warm_up_in_background()

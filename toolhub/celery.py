@@ -3,9 +3,18 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 
 app = Celery("toolhub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_ready.connect
+def warm_search_index(**kwargs):
+    """A worker loads the embedding model and builds the index before it takes turns."""
+    from catalog.search import warm_up
+
+    warm_up()

@@ -163,6 +163,8 @@ CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL or "ca
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", not (REDIS_URL or os.environ.get("CELERY_BROKER_URL")))
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
+# One queue per deployment (or per test run) so two of them on one broker never take each other's turns.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("TOOLHUB_CELERY_QUEUE", "toolhub")
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -228,6 +230,8 @@ TOOLHUB_MAX_BUNDLE_SCHEMA_TOKENS = env_int("TOOLHUB_MAX_BUNDLE_SCHEMA_TOKENS", 4
 TOOLHUB_SEARCH_TOOL = "tool_search"
 # Tool search fuses BM25 with dense MiniLM embeddings; off -> BM25 only (and the status says so).
 TOOLHUB_SEARCH_EMBEDDINGS = env_bool("TOOLHUB_SEARCH_EMBEDDINGS", True)
+# Build the search index (and load the embedding model) when a server or worker starts, not on the first request.
+TOOLHUB_WARM_START = env_bool("TOOLHUB_WARM_START", True)
 TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
 TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 TOOLHUB_APPROVAL_TIMEOUT = env_int("TOOLHUB_APPROVAL_TIMEOUT", 300)
