@@ -161,6 +161,7 @@ class RoutingLog(models.Model):
     decision = models.JSONField(help_text="action, domains, confidence, phase, side_query")
     recommended = models.JSONField(default=list, blank=True)
     called = models.JSONField(default=list, blank=True, help_text="Tools the model actually called.")
+    knowledge = models.JSONField(default=list, blank=True, help_text="[{key, version, stale}] injected.")
     two_stage = models.BooleanField(default=True, help_text="False when the request switched the steward off.")
     exposed = models.JSONField(default=list, blank=True, help_text="Tools loaded with full schemas.")
     deferred = models.JSONField(default=list, blank=True)

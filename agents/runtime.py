@@ -137,6 +137,11 @@ class TurnRun:
             self.announce(bundle)
         self.called = list(self.routing.called)
         knowledge = select_snippets(analysis.decision, budget_tokens=profile.reserved_result_tokens // 2)
+        if knowledge and not resuming:
+            used = [{"key": k["key"], "version": k["version"], "stale": k["stale"]} for k in knowledge]
+            RoutingLog.objects.filter(pk=self.routing.pk).update(knowledge=used)
+            stale = [k["title"] for k in knowledge if k["stale"]]
+            emit(self.turn.id, EventType.ROUTING, phase="knowledge", snippets=used, stale=stale)
         history[user_index] = {**history[user_index], "content": prompt.enrich(
             user_text, recommended=analysis.recommended_tools, context=analysis.context)}  # fmt: skip
         hints = TurnHints(user_text, analysis.recommended_tools, tuple(knowledge), analysis.context)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.text import slugify
 
 from .demo.builtin import BUILTIN_TOOLS
 from .demo.knowledge import DOMAINS, KNOWLEDGE_SNIPPETS
@@ -39,9 +40,11 @@ def load_demo_catalog() -> DemoSummary:
     domains = {domain.name: domain for domain in Domain.objects.all()}
     for data in KNOWLEDGE_SNIPPETS:
         _, created = KnowledgeSnippet.objects.get_or_create(
-            domain=domains[data["domain"]],
-            title=data["title"],
+            key=slugify(data["title"])[:120],
+            version=1,
             defaults={
+                "domain": domains[data["domain"]],
+                "title": data["title"],
                 "action": data["action"],
                 "text": data["text"],
                 "source": data["source"],

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+from django.utils.text import slugify
 
 from .schemas import validate_input_schema, validate_string_list, validate_tool_name
 from .tokens import canonical_json, count_tokens
@@ -169,6 +170,10 @@ class PolicyVersion(models.Model):
 
 
 class KnowledgeSnippet(models.Model):
+    """One version of a piece of domain knowledge. Versions of one snippet share a `key`;
+    editing adds a version (old ones are kept), reviewing stamps the current one."""
+
+    key = models.SlugField(max_length=120, default="", help_text="Identifies the snippet across its versions.")
     domain = models.ForeignKey(Domain, on_delete=models.PROTECT, related_name="snippets")
     action = models.CharField(max_length=16, choices=Action.choices)
     title = models.CharField(max_length=200)
@@ -176,16 +181,28 @@ class KnowledgeSnippet(models.Model):
     source = models.CharField(max_length=300, help_text="Where this knowledge comes from (document, page, URL).")
     owner = models.CharField(max_length=200, help_text="Who keeps it true (person or team).")
     last_reviewed = models.DateField()
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     review_interval_days = models.PositiveIntegerField(default=90)
     version = models.PositiveIntegerField(default=1)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["domain__name", "title"]
+        ordering = ["domain__name", "title", "-version"]
+        constraints = [models.UniqueConstraint(fields=["key", "version"], name="knowledge_key_version_unique")]
 
     def __str__(self):
-        return self.title
+        return f"{self.title} v{self.version}"
+
+    def save(self, *args, **kwargs):
+        if not self.key:
+            self.key = slugify(self.title)[:120]
+        super().save(*args, **kwargs)
 
     @property
     def review_due(self) -> datetime.date:

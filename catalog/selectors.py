@@ -2,7 +2,8 @@
 
 from django.db.models import Q, QuerySet, Sum
 
-from .models import KnowledgeSnippet, Tool, ToolPolicy
+from .knowledge import current_snippets
+from .models import Tool, ToolPolicy
 
 
 def tools_needing_policy() -> QuerySet[Tool]:
@@ -30,5 +31,5 @@ def search_tools(*, query: str = "", source: str = "", policy_status: str = "") 
 
 def stale_snippets(today=None) -> list:
     """Knowledge past its review interval, oldest due first (the review queue)."""
-    snippets = KnowledgeSnippet.objects.select_related("domain")
+    snippets = current_snippets().select_related("domain")
     return sorted((s for s in snippets if s.is_stale(today)), key=lambda s: s.review_due)
