@@ -109,7 +109,9 @@ def _ttl(ttl: datetime.timedelta | None) -> datetime.timedelta:
     return ttl
 
 
-def start_workflow(*, conversation, owner, kind: str, phase: str, state: dict | None = None, ttl=None) -> Workflow:
+def start_workflow(
+    *, conversation, owner, kind: str, phase: str, state: dict | None = None, ttl: datetime.timedelta | None = None
+) -> Workflow:
     """A new active workflow at version 1 that lives for ``ttl`` (default TOOLHUB_WORKFLOW_TTL) without progress."""
     return Workflow.objects.create(
         conversation=conversation,
@@ -163,7 +165,12 @@ def _refuse(workflow_id: int, expected_version: int, now) -> WorkflowError:
 
 
 def advance_workflow(
-    *, workflow_id: int, expected_version: int, phase: str | None = None, state_changes: dict | None = None, ttl=None
+    *,
+    workflow_id: int,
+    expected_version: int,
+    phase: str | None = None,
+    state_changes: dict | None = None,
+    ttl: datetime.timedelta | None = None,
 ) -> Workflow:
     """Compare-and-set: move to ``phase`` and merge ``state_changes`` (top-level keys) into the state.
 
@@ -179,7 +186,9 @@ def advance_workflow(
     new_phase = workflow.phase if phase is None else phase
     new_state = workflow.state | (state_changes or {})
     expires_at = now + _ttl(ttl)
-    if not _compare_and_set(workflow_id, expected_version, now, phase=new_phase, state=new_state, expires_at=expires_at):
+    if not _compare_and_set(
+        workflow_id, expected_version, now, phase=new_phase, state=new_state, expires_at=expires_at
+    ):
         raise _refuse(workflow_id, expected_version, now)
     workflow.version, workflow.phase, workflow.state = expected_version + 1, new_phase, new_state
     workflow.expires_at, workflow.updated_at = expires_at, now

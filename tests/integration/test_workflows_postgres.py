@@ -1,0 +1,341 @@
+"""Workflow guarantees under real concurrency on PostgreSQL, cleanup on a real Celery worker, restart safety."""
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils import timezone
+
+from agents import workflows
+from agents.models import Conversation, Workflow
+from agents.workflows import (
+    IdempotencyKeyReused,
+    WorkflowConflict,
+    advance_workflow,
+    start_workflow,
+    submit_workflow,
+)
+from tests.servers import ROOT, celery_worker
+from toolhub.celery import app
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+TTL = datetime.timedelta(seconds=settings.TOOLHUB_WORKFLOW_TTL_SECONDS)
+
+
+def make_conversation(username="wf-owner") -> Conversation:
+    owner = get_user_model().objects.create(username=username)
+    return Conversation.objects.create(owner=owner)
+
+
+def start(conversation, **fields) -> Workflow:
+    values = {"kind": "rule_creation", "phase": "rule_draft", "state": {"name": "Tết bonus"}} | fields
+    return start_workflow(conversation=conversation, owner=conversation.owner, **values)
+
+
+def at_once(count: int, work) -> list[tuple[str, object]]:
+    """Run work(i) in `count` threads released together by a barrier; ("ok", value) or ("error", exception)."""
+    barrier = threading.Barrier(count)
+    outcomes: list = [None] * count
+
+    def run(i):
+        try:
+            barrier.wait(timeout=60)
+            outcomes[i] = ("ok", work(i))
+        except Exception as exc:  # the outcome is what the test checks
+            outcomes[i] = ("error", exc)
+        finally:
+            connection.close()  # each thread has its own connection
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    return outcomes
+
+
+class CountedRecords:
+    """A create_record with a real side effect: one Conversation row per call, plus a thread-safe call count."""
+
+    def __init__(self, title: str):
+        self.title = title
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, workflow):
+        with self.lock:
+            self.calls += 1
+        record = Conversation.objects.create(owner_id=workflow.owner_id, title=self.title)
+        time.sleep(0.2)  # hold the transaction open: the other callers pile up behind it
+        return {"record_id": record.pk, "phase": workflow.phase}
+
+
+def database_env(**extra) -> dict:
+    """The environment of a process that uses this test's database (committed rows, transaction=True)."""
+    database = connection.settings_dict
+    return (
+        os.environ
+        | {
+            "DJANGO_SETTINGS_MODULE": "toolhub.settings",
+            "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+            "TOOLHUB_WORKFLOW_TTL": str(settings.TOOLHUB_WORKFLOW_TTL_SECONDS),
+            "TOOLHUB_WARM_START": "0",  # these workers never search the catalog
+        }
+        | extra
+    )
+
+
+def worker_env() -> tuple[dict, str]:
+    """A worker on its own queue: another test run's worker on the same Redis never takes these tasks."""
+    queue = f"wf-itest-{uuid.uuid4().hex[:12]}"
+    return database_env(TOOLHUB_CELERY_QUEUE=queue), queue
+
+
+def cleanup_on(queue: str) -> dict:
+    return app.send_task("agents.tasks.cleanup_expired_workflows", queue=queue).get(timeout=300)
+
+
+# --- idempotency ---------------------------------------------------------------
+
+
+def test_idempotency_twenty_concurrent_submits_with_one_key_create_one_record_and_one_answer():
+    conversation = make_conversation()
+    workflow = start(conversation)
+    make_record = CountedRecords("record of the concurrent submit")
+
+    outcomes = at_once(
+        20,
+        lambda i: submit_workflow(
+            workflow_id=workflow.pk,
+            owner=conversation.owner,
+            idempotency_key="submit-1",
+            expected_version=1,
+            create_record=make_record,
+        ),
+    )
+
+    assert [kind for kind, _ in outcomes] == ["ok"] * 20, outcomes
+    answers = [answer for _, answer in outcomes]
+    assert make_record.calls == 1
+    records = Conversation.objects.filter(title="record of the concurrent submit")
+    assert records.count() == 1
+    stored = Workflow.objects.get(pk=workflow.pk)
+    assert (stored.status, stored.version, stored.idempotency_key) == ("submitted", 2, "submit-1")
+    assert answers == [stored.result] * 20
+    assert stored.result == {"record_id": records.get().pk, "phase": "rule_draft"}
+
+
+def test_idempotency_one_key_on_ten_workflows_at_once_submits_exactly_one():
+    conversation = make_conversation()
+    candidates = [start(conversation) for _ in range(10)]
+    make_record = CountedRecords("record of the shared key")
+
+    outcomes = at_once(
+        10,
+        lambda i: submit_workflow(
+            workflow_id=candidates[i].pk,
+            owner=conversation.owner,
+            idempotency_key="shared-key",
+            expected_version=1,
+            create_record=make_record,
+        ),
+    )
+
+    succeeded = [i for i, (kind, _) in enumerate(outcomes) if kind == "ok"]
+    refused = [value for kind, value in outcomes if kind == "error"]
+    assert len(succeeded) == 1, outcomes
+    assert len(refused) == 9 and all(isinstance(error, IdempotencyKeyReused) for error in refused), refused
+    assert make_record.calls == 1
+    assert Conversation.objects.filter(title="record of the shared key").count() == 1
+    submitted = Workflow.objects.filter(owner=conversation.owner, status="submitted")
+    assert list(submitted.values_list("pk", "idempotency_key")) == [(candidates[succeeded[0]].pk, "shared-key")]
+    assert Workflow.objects.filter(owner=conversation.owner, status="active", idempotency_key="").count() == 9
+
+
+# --- compare-and-set ----------------------------------------------------------
+
+
+def test_conflict_two_concurrent_advances_from_one_version_one_wins_and_the_winner_state_is_stored(monkeypatch):
+    """Both writers are held until both have read version 1, so both UPDATEs really race."""
+    conversation = make_conversation()
+    real_load = workflows._load
+    for round_ in range(10):
+        workflow = start(conversation)
+        both_read = threading.Barrier(2)
+        first_reads = threading.local()
+
+        def load_and_wait(workflow_id, both_read=both_read, first_reads=first_reads):
+            read = real_load(workflow_id)
+            if not getattr(first_reads, "done", False):  # not again when the loser re-reads to explain
+                first_reads.done = True
+                both_read.wait(timeout=30)
+            return read
+
+        monkeypatch.setattr(workflows, "_load", load_and_wait)
+        outcomes = at_once(
+            2,
+            lambda i, workflow=workflow: advance_workflow(
+                workflow_id=workflow.pk,
+                expected_version=1,
+                phase=f"phase_of_writer_{i}",
+                state_changes={"writer": i, f"only_writer_{i}": True},
+            ),
+        )
+        monkeypatch.setattr(workflows, "_load", real_load)
+
+        winners = [value for kind, value in outcomes if kind == "ok"]
+        losers = [value for kind, value in outcomes if kind == "error"]
+        assert len(winners) == 1 and len(losers) == 1, (round_, outcomes)
+        assert isinstance(losers[0], WorkflowConflict), losers
+        assert losers[0].current_version == 2
+        stored = Workflow.objects.get(pk=workflow.pk)
+        winner = winners[0]
+        assert (stored.version, stored.phase, stored.state) == (2, winner.phase, winner.state)
+        assert stored.state == {"name": "Tết bonus", "writer": winner.state["writer"], **{
+            f"only_writer_{winner.state['writer']}": True}}  # fmt: skip
+
+
+def test_conflict_eight_writers_on_one_workflow_never_lose_an_update():
+    """Each writer retries on conflict until its own key lands: every success is in the final state exactly once."""
+    conversation = make_conversation()
+    workflow = start(conversation, state={})
+
+    def writer(i):
+        conflicts = 0
+        for step in range(5):
+            while True:
+                current = Workflow.objects.values_list("version", flat=True).get(pk=workflow.pk)
+                try:
+                    advance_workflow(
+                        workflow_id=workflow.pk, expected_version=current, state_changes={f"{i}-{step}": 1}
+                    )
+                    break
+                except WorkflowConflict:
+                    conflicts += 1
+        return conflicts
+
+    outcomes = at_once(8, writer)
+    assert [kind for kind, _ in outcomes] == ["ok"] * 8, outcomes
+    stored = Workflow.objects.get(pk=workflow.pk)
+    assert stored.version == 1 + 8 * 5
+    assert set(stored.state) == {f"{i}-{step}" for i in range(8) for step in range(5)}
+
+
+# --- expiry, on a real worker ---------------------------------------------------
+
+
+def test_expiry_cleanup_task_on_a_real_worker_removes_exactly_the_expired_workflows():
+    conversation = make_conversation()
+    now = timezone.now()
+
+    def rows(count, *, expires_at, **fields):
+        return [
+            Workflow(conversation=conversation, owner=conversation.owner, kind="bulk", phase="draft",
+                     expires_at=expires_at, **fields)
+            for _ in range(count)
+        ]  # fmt: skip
+
+    # 10,000 expired: half within the last TTL (marked expired), half longer ago (deleted).
+    just_expired = Workflow.objects.bulk_create(rows(5_000, expires_at=now - datetime.timedelta(minutes=5)))
+    long_expired = Workflow.objects.bulk_create(rows(5_000, expires_at=now - TTL - datetime.timedelta(minutes=5)))
+    live = Workflow.objects.bulk_create(rows(100, expires_at=now + datetime.timedelta(minutes=30)))
+    submitted = Workflow.objects.bulk_create(
+        [
+            Workflow(conversation=conversation, owner=conversation.owner, kind="bulk", phase="done",
+                     status="submitted", idempotency_key=f"key-{i}", result={"i": i},
+                     expires_at=now - 3 * TTL)
+            for i in range(10)
+        ]
+    )  # fmt: skip
+
+    env, queue = worker_env()
+    with celery_worker(env, app):
+        first = cleanup_on(queue)
+        second = cleanup_on(queue)
+
+    assert first == {"expired": 5_000, "deleted": 5_000}
+    assert second == {"expired": 0, "deleted": 0}
+    remaining = dict(Workflow.objects.values_list("pk", "status"))
+    assert set(remaining) == {w.pk for w in just_expired + live + submitted}
+    assert not Workflow.objects.filter(pk__in=[w.pk for w in long_expired]).exists()
+    assert {remaining[w.pk] for w in just_expired} == {"expired"}
+    assert {remaining[w.pk] for w in submitted} == {"submitted"}
+    live_rows = Workflow.objects.filter(pk__in=[w.pk for w in live])
+    assert set(live_rows.values_list("status", "version")) == {("active", 1)}
+
+
+# --- restart safety -------------------------------------------------------------
+
+RUN_WORKFLOW = """
+import json, sys, time
+import django
+django.setup()
+from agents.models import Conversation
+from agents.workflows import advance_workflow, start_workflow
+
+step, arg = sys.argv[1], int(sys.argv[2])
+if step == "start":
+    conversation = Conversation.objects.get(pk=arg)
+    workflow = start_workflow(conversation=conversation, owner=conversation.owner, kind="rule_creation",
+                              phase="rule_draft", state={"name": "Tết bonus"})
+    workflow = advance_workflow(workflow_id=workflow.pk, expected_version=1, phase="rule_review",
+                                state_changes={"points": 5})
+    print(json.dumps({"id": workflow.pk, "version": workflow.version, "phase": workflow.phase}), flush=True)
+    time.sleep(600)  # the worker is still busy with this workflow when it is killed
+else:
+    from agents.models import Workflow
+    stored = Workflow.objects.get(pk=arg)
+    workflow = advance_workflow(workflow_id=stored.pk, expected_version=stored.version, phase="rule_confirm",
+                                state_changes={"confirmed_after": stored.phase})
+    print(json.dumps({"version": workflow.version, "phase": workflow.phase, "state": workflow.state}), flush=True)
+"""
+
+
+def run_workflow_process(env: dict, step: str, arg: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", RUN_WORKFLOW, step, str(arg)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_restart_a_workflow_continues_from_its_stored_phase_after_its_worker_is_killed():
+    conversation = make_conversation()
+    env, queue = worker_env()
+
+    with celery_worker(env, app) as first_worker:
+        process = run_workflow_process(env, "start", conversation.pk)
+        started = json.loads(process.stdout.readline())
+        assert cleanup_on(queue) == {"expired": 0, "deleted": 0}
+        for killed in (process, first_worker):  # no clean shutdown for either
+            killed.send_signal(signal.SIGKILL)
+            killed.wait(timeout=30)
+        process.stdout.close()
+        process.stderr.close()
+    assert started == {"id": started["id"], "version": 2, "phase": "rule_review"}
+
+    with celery_worker(env, app):  # a new worker: nothing of the old one's memory is needed
+        assert cleanup_on(queue) == {"expired": 0, "deleted": 0}
+        successor = run_workflow_process(env, "continue", started["id"])
+        out, err = successor.communicate(timeout=120)
+    assert successor.returncode == 0, err
+    continued = json.loads(out)
+
+    assert continued == {
+        "version": 3,
+        "phase": "rule_confirm",
+        "state": {"name": "Tết bonus", "points": 5, "confirmed_after": "rule_review"},
+    }
+    stored = Workflow.objects.get(pk=started["id"])
+    assert (stored.status, stored.version, stored.phase) == ("active", 3, "rule_confirm")
+    with pytest.raises(WorkflowConflict):  # the dead worker's version is stale for good
+        advance_workflow(workflow_id=stored.pk, expected_version=2, phase="rule_review")
