@@ -106,6 +106,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "agents.middleware.WorkflowErrorMiddleware",
 ]
 
 ROOT_URLCONF = "toolhub.urls"
