@@ -182,7 +182,6 @@ class ToolSearchIndex:
         if self.documents:
             self._bm25.index([lexical_tokens(d) for d in self.documents], show_progress=False)
         self._embedder = embedder
-        self.embedded_count = 0
         self._matrix = self._dense_matrix(embeddings or {}) if embedder is not None else None
 
     @property
@@ -192,7 +191,6 @@ class ToolSearchIndex:
     def _dense_matrix(self, known: dict[str, np.ndarray]) -> np.ndarray:
         missing = [d for d in self.documents if d.name not in known]
         fresh = self._embedder([dense_text(d) for d in missing]) if missing else []
-        self.embedded_count = len(missing)
         vectors = known | {d.name: np.asarray(v, dtype=np.float32) for d, v in zip(missing, fresh, strict=True)}
         if not self.documents:
             return np.zeros((0, 0), dtype=np.float32)
