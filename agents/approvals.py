@@ -92,7 +92,7 @@ def approval_status(approval_id: int) -> str:
 
 def schedule_timeout(approval_id: int) -> None:
     delay = settings.TOOLHUB_APPROVAL_TIMEOUT + 1
-    if settings.CELERY_TASK_ALWAYS_EAGER:
+    if tasks.run_turn.app.conf.task_always_eager:
         # No broker to hold a countdown in the embedded default: a timer thread of this process.
         timer = threading.Timer(delay, tasks.expire_approval.delay, args=(approval_id,))
         timer.daemon = True

@@ -33,3 +33,14 @@ def pytest_report_header(config):
         f"toolhub channel layer: {settings.CHANNEL_LAYERS['default']['BACKEND']}",
         f"toolhub celery broker: {settings.CELERY_BROKER_URL} (eager={settings.CELERY_TASK_ALWAYS_EAGER})",
     ]
+
+
+@pytest.fixture
+def eager_celery():
+    """Run tasks in the test's own process, whatever broker the run is configured with."""
+    from toolhub.celery import app
+
+    previous = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield app
+    app.conf.task_always_eager = previous

@@ -16,7 +16,7 @@ from catalog.demo_catalog import load_demo_catalog
 from tests.builders import make_user
 from tests.scripted_openai import ScriptedOpenAI
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_celery")]
 RESTART = {"name": "restart_container", "arguments": {"container": "web"}}
 
 
