@@ -19,10 +19,47 @@ from agents.evaluation import (
     timed,
     tool_documents,
 )
+from agents.router import Vocabulary
+from agents.steward import StewardContext, analyze
 from catalog import embeddings
+from catalog.decision import CatalogEntry, PolicyView
 from catalog.search_index import ToolDocument, ToolSearchIndex
 
 DEPTH = 10
+
+
+# The benchmark's permissive policy: every tool may be read, in one domain.
+BENCH_POLICY = PolicyView(
+    status="active",
+    operation="read",
+    risk="low",
+    domains=frozenset({"bench"}),
+    workflow_phases=(),
+    aliases=(),
+    requires_confirmation=False,
+)
+
+
+def bench_context(tools: list[dict], index: ToolSearchIndex) -> StewardContext:
+    """The steward's view of a benchmark catalog: permissive read policy, no aliases or domain words."""
+    entries = [
+        CatalogEntry(
+            name=tool["name"],
+            description=tool["description"],
+            input_schema=tool.get("parameters") or {},
+            schema_tokens=0,
+            enabled=True,
+            always_load=False,
+            deferred=True,
+            policy=BENCH_POLICY,
+        )
+        for tool in tools
+    ]
+    return StewardContext(
+        entries=entries,
+        search=lambda query, allowed, limit: index.search(query, allowed=allowed, limit=limit).names,
+        vocabulary=Vocabulary({}, {}, {}),
+    )
 
 
 class Command(BaseCommand):
@@ -68,9 +105,17 @@ class Command(BaseCommand):
         start = time.perf_counter()
         index = ToolSearchIndex(documents, embedder=recording_embedder if dense else None)
         build_seconds = time.perf_counter() - start
-        rankings, seconds = timed(lambda q: index.search(q, allowed=None, limit=depth).names, queries)
+        context = bench_context(tools, index)
+        # The runtime's ranking: the steward's analysis, whose second stage searches what policy allows.
+        rankings, seconds = timed(
+            lambda q: list(
+                analyze(q, context=context, mode="rules", max_tools=depth, min_tools=depth).recommended_tools
+            ),
+            queries,
+        )
 
         report = {
+            "ranker": "agents.steward.analyze (rules) over the hybrid tool search",
             "catalog": options["catalog"],
             "queries": options["queries"],
             "mode": "hybrid" if index.dense else "bm25",
