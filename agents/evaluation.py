@@ -13,7 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from catalog.search_index import STOPWORDS, ToolDocument, name_words, words
+from catalog.decision import CatalogEntry, PolicyView
+from catalog.search_index import STOPWORDS, ToolDocument, ToolSearchIndex, name_words, words
+
+from .router import Vocabulary
+from .steward import StewardContext
 
 
 class BenchFileError(ValueError):
@@ -251,3 +255,37 @@ def timed(rank: Callable[[str], list[str]], queries: Sequence[BenchQuery]) -> tu
         rankings.append(rank(query.query))
         seconds.append(time.perf_counter() - start)
     return rankings, seconds
+
+
+# The benchmark's permissive policy: every tool may be read, in one domain.
+BENCH_POLICY = PolicyView(
+    status="active",
+    operation="read",
+    risk="low",
+    domains=frozenset({"bench"}),
+    workflow_phases=(),
+    aliases=(),
+    requires_confirmation=False,
+)
+
+
+def bench_context(tools: list[dict], index: ToolSearchIndex) -> StewardContext:
+    """The steward's view of a benchmark catalog: permissive read policy, no aliases or domain words."""
+    entries = [
+        CatalogEntry(
+            name=tool["name"],
+            description=tool["description"],
+            input_schema=tool.get("parameters") or {},
+            schema_tokens=0,
+            enabled=True,
+            always_load=False,
+            deferred=True,
+            policy=BENCH_POLICY,
+        )
+        for tool in tools
+    ]
+    return StewardContext(
+        entries=entries,
+        search=lambda query, allowed, limit: index.search(query, allowed=allowed, limit=limit).names,
+        vocabulary=Vocabulary({}, {}, {}),
+    )

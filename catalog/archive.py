@@ -1,7 +1,10 @@
 """The archive section of the system prompt: deferred tool names by domain, and how to load them.
 
 Names only, never schemas: a deferred tool costs the prompt its name, not its
-definition. Its token count is measured by the caller (bundle.py).
+definition. A domain lists at most TOOLHUB_ARCHIVE_MAX_NAMES_PER_DOMAIN names
+(the rest are counted and found through search), so a catalog of thousands of
+tools cannot fill the context with names. Its token count is measured by the
+caller (bundle.py).
 """
 
 from django.conf import settings
@@ -16,5 +19,9 @@ def archive_section(deferred: dict[str, tuple[str, ...]]) -> str:
         f"These tools exist but are not loaded. Call {search} with what you need "
         f'(or "select:name1,name2") to load them for your next step.',
     ]
-    lines += [f"- {domain}: {', '.join(names)}" for domain, names in deferred.items()]
+    cap = settings.TOOLHUB_ARCHIVE_MAX_NAMES_PER_DOMAIN
+    for domain, names in deferred.items():
+        listed = ", ".join(names[:cap])
+        more = f" and {len(names) - cap} more (find them with {search})" if len(names) > cap else ""
+        lines.append(f"- {domain}: {listed}{more}")
     return "\n".join(lines)

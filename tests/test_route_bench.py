@@ -43,5 +43,5 @@ def test_route_bench_prints_step_timings_and_memory_as_json(tmp_path, monkeypatc
     call_command("route_bench", "--tools", "25", "--bench-dir", str(tmp_path), "--requests", "4", stdout=out)
     report = json.loads(out.getvalue().strip().splitlines()[-1])
     assert report["n_tools"] == 25 and report["n_distractors"] == 19 and report["n_requests"] == 4
-    assert report["allowed_size"] == 25 and set(report["steps"]) == {"search"}
+    assert report["allowed_size"] == 25 and set(report["steps"]) == {"steward", "bundle"}
     assert report["p95_ms"] >= report["p50_ms"] > 0 and report["peak_rss_mb"] > 0

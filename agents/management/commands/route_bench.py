@@ -15,8 +15,18 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.evaluation import BenchFileError, load_catalog, load_queries, percentile_ms, scaled_catalog, tool_documents
+from agents.evaluation import (
+    BenchFileError,
+    bench_context,
+    load_catalog,
+    load_queries,
+    percentile_ms,
+    scaled_catalog,
+    tool_documents,
+)
+from agents.steward import analyze
 from catalog import embeddings
+from catalog.bundle import build_bundle
 from catalog.search_index import ToolSearchIndex
 
 DEFAULT_BENCH_DIR = Path(settings.BASE_DIR).parent / "shared" / "bench"
@@ -24,7 +34,7 @@ DEFAULT_BENCH_DIR = Path(settings.BASE_DIR).parent / "shared" / "bench"
 
 class Command(BaseCommand):
     requires_system_checks = []  # reads bench files only; the database's state does not matter
-    help = "Time tool search per request over N tools (public bench catalog + distractors); last line JSON."
+    help = "Time steward ranking + bundle per request over N tools (bench catalog + distractors); last line JSON."
 
     def add_arguments(self, parser):
         parser.add_argument("--tools", type=int, required=True, help="Catalog size N.")
@@ -42,7 +52,8 @@ class Command(BaseCommand):
             queries = load_queries(bench_dir / "dev.jsonl", known_tools={tool["name"] for tool in public})
         except BenchFileError as exc:
             raise CommandError(str(exc)) from None
-        documents = tool_documents(scaled_catalog(public, size, seed=options["seed"]))
+        scaled = scaled_catalog(public, size, seed=options["seed"])
+        documents = tool_documents(scaled)
         rng = random.Random(options["seed"])
         requests = [q.query for q in rng.sample(queries, min(options["requests"], len(queries)))]
 
@@ -55,7 +66,7 @@ class Command(BaseCommand):
         index = ToolSearchIndex(documents, embedder=embeddings.embed_texts if dense else None)
         build_seconds = time.perf_counter() - start
 
-        steps = self.request_steps(index, allowed=frozenset(index.names))
+        steps = self.request_steps(index, bench_context(scaled, index))
         load_before = os.getloadavg()[0]
         per_step = {name: [] for name in steps}
         per_request = []
@@ -76,6 +87,7 @@ class Command(BaseCommand):
             "n_distractors": max(0, size - len(public)),
             "n_requests": len(requests),
             "allowed_size": len(index.names),
+            "steward_mode": "rules",
             "model_load_s": round(model_load_seconds, 2),
             "index_build_s": round(build_seconds, 2),
             "steps": {
@@ -98,6 +110,19 @@ class Command(BaseCommand):
             )
         self.stdout.write(json.dumps(report))
 
-    def request_steps(self, index: ToolSearchIndex, *, allowed: frozenset[str]) -> dict:
-        """What one request does, step by step; each is timed alone and the request is their sum."""
-        return {"search": lambda query: index.search(query, allowed=allowed, limit=5)}
+    def request_steps(self, index: ToolSearchIndex, context) -> dict:
+        """What one request does before the model runs, step by step; the request is their sum.
+
+        steward: the routing decision and the recommendation (its search over what policy
+        allows included); bundle: loaded / deferred / denied, with the archive's tokens counted.
+        """
+        last = {}
+
+        def steward(query):
+            last["result"] = analyze(query, context=context, mode="rules")
+
+        def bundle(query):
+            result = last["result"]
+            return build_bundle(result.decision, context.entries, recommended=result.recommended_tools)
+
+        return {"steward": steward, "bundle": bundle}

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.evaluation import (
     BenchFileError,
+    bench_context,
     load_catalog,
     load_queries,
     name_substring_ranking,
@@ -19,47 +20,11 @@ from agents.evaluation import (
     timed,
     tool_documents,
 )
-from agents.router import Vocabulary
-from agents.steward import StewardContext, analyze
+from agents.steward import analyze
 from catalog import embeddings
-from catalog.decision import CatalogEntry, PolicyView
 from catalog.search_index import ToolDocument, ToolSearchIndex
 
 DEPTH = 10
-
-
-# The benchmark's permissive policy: every tool may be read, in one domain.
-BENCH_POLICY = PolicyView(
-    status="active",
-    operation="read",
-    risk="low",
-    domains=frozenset({"bench"}),
-    workflow_phases=(),
-    aliases=(),
-    requires_confirmation=False,
-)
-
-
-def bench_context(tools: list[dict], index: ToolSearchIndex) -> StewardContext:
-    """The steward's view of a benchmark catalog: permissive read policy, no aliases or domain words."""
-    entries = [
-        CatalogEntry(
-            name=tool["name"],
-            description=tool["description"],
-            input_schema=tool.get("parameters") or {},
-            schema_tokens=0,
-            enabled=True,
-            always_load=False,
-            deferred=True,
-            policy=BENCH_POLICY,
-        )
-        for tool in tools
-    ]
-    return StewardContext(
-        entries=entries,
-        search=lambda query, allowed, limit: index.search(query, allowed=allowed, limit=limit).names,
-        vocabulary=Vocabulary({}, {}, {}),
-    )
 
 
 class Command(BaseCommand):
