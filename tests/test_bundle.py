@@ -254,3 +254,11 @@ def test_loaded_schemas_stay_within_the_cap_except_always_load(catalog, decision
         t.schema_tokens for t in bundle.loaded if not next(e for e in catalog if e.name == t.name).always_load
     )
     assert optional <= 4000
+
+
+def test_the_archive_lists_a_bounded_number_of_names_per_domain(settings):
+    settings.TOOLHUB_ARCHIVE_MAX_NAMES_PER_DOMAIN = 3
+    catalog = [entry(f"read_{i}", policy("read"), deferred=True) for i in range(5)]
+    bundle = build_bundle(decide(), catalog)
+    assert "- loyalty: read_0, read_1, read_2 and 2 more (find them with tool_search)" in bundle.archive
+    assert len(bundle.deferred_names) == 5  # still all searchable
