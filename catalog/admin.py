@@ -1,6 +1,7 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db import models
 
-from .models import Domain, KnowledgeSnippet, PolicyVersion, Tool, ToolPolicy
+from .models import Domain, KnowledgeSnippet, McpServer, PolicyVersion, Tool, ToolPolicy
 from .policies import record_policy_version
 
 
@@ -68,3 +69,27 @@ class KnowledgeSnippetAdmin(admin.ModelAdmin):
     list_display = ("title", "domain", "action", "owner", "last_reviewed", "review_interval_days", "version")
     list_filter = ("domain", "action")
     search_fields = ("title", "text", "owner", "source")
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    list_display = ("name", "transport", "enabled", "status", "last_synced_at", "tool_count")
+    list_filter = ("transport", "enabled", "status")
+    search_fields = ("name", "command", "url")
+    readonly_fields = ("status", "status_message", "last_synced_at", "tool_names", "missing_tool_names")
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    actions = ["sync_now"]
+
+    @admin.display(description="tools")
+    def tool_count(self, server):
+        return len(server.tool_names)
+
+    @admin.action(description="Sync the selected MCP servers now", permissions=["change"])
+    def sync_now(self, request, queryset):
+        # Imported here: the MCP SDK is only loaded by processes that talk to servers.
+        from .mcp_sync import sync_server
+
+        for server in queryset:
+            result = sync_server(server)
+            level = messages.SUCCESS if result.ok else messages.ERROR
+            self.message_user(request, f"MCP server {server.name}: {result.summary()}", level=level)

@@ -243,3 +243,59 @@ class CatalogState(models.Model):
 
     def __str__(self):
         return f"catalog version {self.version}"
+
+
+class McpServer(models.Model):
+    """An MCP server toolhub connects to. Sync keeps `tool_names` (what it serves now) and
+    `missing_tool_names` (what it stopped serving; those tools are disabled, never deleted)."""
+
+    class Transport(models.TextChoices):
+        STDIO = "stdio"
+        STREAMABLE_HTTP = "streamable_http", "streamable HTTP"
+
+    class Status(models.TextChoices):
+        NEVER = "never", "never synced"
+        OK = "ok"
+        ERROR = "error"
+
+    name = models.SlugField(max_length=64, unique=True)
+    transport = models.CharField(max_length=32, choices=Transport.choices, default=Transport.STDIO)
+    command = models.CharField(max_length=500, blank=True, help_text="stdio: the program to start.")
+    args = models.JSONField(default=list, blank=True, help_text="stdio: its arguments, a list of strings.")
+    env = models.JSONField(
+        default=dict, blank=True, help_text="stdio: extra environment variables, an object of strings."
+    )
+    url = models.URLField(max_length=500, blank=True, help_text="streamable HTTP: the endpoint, e.g. https://host/mcp.")
+    headers = models.JSONField(default=dict, blank=True, help_text="streamable HTTP: request headers, an object.")
+    enabled = models.BooleanField(default=True)
+    tool_names = models.JSONField(default=list, blank=True, editable=False)
+    missing_tool_names = models.JSONField(
+        default=list, blank=True, editable=False, help_text="Tools it served before and no longer does (disabled)."
+    )
+    last_synced_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="Last sync attempt.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.NEVER, editable=False)
+    status_message = models.TextField(blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self):
+        return self.name
+
+    def clean(self):
+        errors = {}
+        if self.transport == self.Transport.STDIO and not self.command.strip():
+            errors["command"] = "A stdio server needs a command to start."
+        if self.transport == self.Transport.STREAMABLE_HTTP and not self.url:
+            errors["url"] = "A streamable HTTP server needs a URL."
+        if not isinstance(self.args, list) or not all(isinstance(arg, str) for arg in self.args):
+            errors["args"] = "Expected a list of strings."
+        for field in ("env", "headers"):
+            value = getattr(self, field)
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                errors[field] = "Expected an object whose values are strings."
+        if errors:
+            raise ValidationError(errors)
