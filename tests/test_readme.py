@@ -1,0 +1,15 @@
+"""The README documents every environment variable the settings read."""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_environment_variable_is_in_the_configuration_table():
+    settings_source = (ROOT / "toolhub" / "settings.py").read_text()
+    read = set(re.findall(r'env_(?:bool|int|float|list)\("([A-Z_]+)"', settings_source))
+    read |= set(re.findall(r'os\.environ\.get\("([A-Z_]+)"', settings_source))
+    table = (ROOT / "README.md").read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`([A-Z][A-Z_]+)`", table))
+    assert read - documented == set()
