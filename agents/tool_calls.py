@@ -13,6 +13,9 @@ import jsonschema
 from django.conf import settings
 
 from catalog.bundle import CapabilityBundle
+from catalog.mcp_client import McpCallResult
+from catalog.mcp_client import call_tool as call_mcp_tool
+from catalog.mcp_sync import server_for_tool
 from catalog.search import search_catalog
 
 from .providers import ToolCall
@@ -95,5 +98,21 @@ def execute(
         content = {"error": result.content} if result.is_error and isinstance(result.content, str) else result.content
         text, _cut = truncate_result(content, max_result_tokens)
         return CallOutcome(content=text, is_error=result.is_error)
-    message = f"{call.name} runs on an MCP server that this toolhub is not connected to; it was not run."
-    return CallOutcome(content=json.dumps({"error": message}), is_error=True)
+    server = server_for_tool(call.name)
+    if server is None:
+        message = f"{call.name} runs on an MCP server that this toolhub is not connected to; it was not run."
+        return CallOutcome(content=json.dumps({"error": message}), is_error=True)
+    result = call_mcp_tool(server, call.name, arguments)
+    text, _cut = truncate_result(mcp_content(result), max_result_tokens)
+    return CallOutcome(content=text, is_error=result.is_error)
+
+
+def mcp_content(result: McpCallResult) -> object:
+    """An MCP tool's answer as the model sees it: errors always as {"error": ...}, never wrapped twice."""
+    if not result.is_error:
+        return result.content
+    try:
+        parsed = json.loads(result.content)
+    except ValueError:
+        parsed = None
+    return parsed if isinstance(parsed, dict) and "error" in parsed else {"error": result.content}

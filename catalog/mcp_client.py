@@ -56,7 +56,7 @@ class McpServerUnavailable(Exception):
 
 
 def mcp_timeout() -> float:
-    return float(getattr(settings, "TOOLHUB_MCP_TIMEOUT", 30))
+    return float(settings.TOOLHUB_MCP_TIMEOUT)
 
 
 @dataclass(frozen=True)

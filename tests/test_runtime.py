@@ -1,11 +1,15 @@
 """A turn end to end in the embedded default: steward, bundle, model loop, events, records."""
 
+import sys
+
 import pytest
 
 from agents import runtime
 from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
 from agents.turns import create_turn
 from catalog.demo_catalog import load_demo_catalog
+from catalog.mcp_sync import sync_server
+from catalog.models import McpServer
 from tests.builders import make_user
 from tests.scripted_openai import ScriptedOpenAI
 
@@ -195,3 +199,20 @@ def test_with_embeddings_off_tool_search_says_it_ran_keyword_only(conversation, 
     (result,) = tool_messages(turn)
     assert "dns_lookup" in result and '"mode": "bm25"' in result
     assert any(message.startswith("🔎 Tool search ran keyword-only") for _, message in statuses(turn))
+
+
+def test_a_deferred_mcp_tool_runs_on_the_demo_mcp_server(conversation, scripted_model, tmp_path):
+    server = McpServer.objects.create(
+        name="loyalty", transport="stdio", command=sys.executable,
+        args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3")],
+    )  # fmt: skip
+    assert sync_server(server).ok
+    scripted_model.steps = [
+        {"tool_calls": [{"name": "tool_search", "arguments": {"query": "select:list_campaigns"}}]},
+        {"tool_calls": [{"name": "list_campaigns", "arguments": {}}]},
+        {"content": "Here are the campaigns."},
+    ]
+    turn = run(conversation, "list the campaigns")
+    searched, listed = tool_messages(turn)
+    assert "list_campaigns" in searched
+    assert "cmp_tet2026a" in listed

@@ -215,6 +215,8 @@ TOOLHUB_STATUS_TEXTS = {
     "analysis_complete_none": "✓ No further assistance required - answering from general knowledge",
     "fallback": "⚠️ Steward unavailable, proceeding without analysis",
 } | json.loads(os.environ.get("TOOLHUB_STATUS_TEXTS") or "{}")
+# MCP servers: seconds a connection + call may take before the call is an error result.
+TOOLHUB_MCP_TIMEOUT = env_float("TOOLHUB_MCP_TIMEOUT", 30.0)
 # Builtin web search: a SearXNG-compatible JSON API; unset -> "not configured".
 SEARXNG_URL = os.environ.get("SEARXNG_URL", "")
 TOOLHUB_WEB_SEARCH_TIMEOUT = env_float("TOOLHUB_WEB_SEARCH_TIMEOUT", 10.0)

@@ -4,6 +4,7 @@ Safe to run again: it reuses the database, the catalog and the account.
 """
 
 import secrets
+import sys
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -12,9 +13,12 @@ from django.core.management.base import BaseCommand
 
 from agents.models import ModelProfile
 from catalog.demo.knowledge import MODEL_PROFILES
+from catalog.mcp_sync import sync_server
+from catalog.models import McpServer
 from toolhub.roles import OPERATOR, ensure_groups
 
 USERNAME = "operator"
+DEMO_MCP_SERVER = "loyalty"
 
 
 class Command(BaseCommand):
@@ -27,6 +31,7 @@ class Command(BaseCommand):
         self.stdout.write("Database migrated.")
         groups = ensure_groups()
         call_command("load_demo_catalog", stdout=self.stdout)
+        self._sync_demo_mcp_server()
         for profile in MODEL_PROFILES:
             ModelProfile.objects.get_or_create(name=profile["name"], defaults=profile)
         password = self._operator_password(groups[OPERATOR])
@@ -38,6 +43,20 @@ class Command(BaseCommand):
                 f"  username: {USERNAME} (existing account; password unchanged, "
                 f"reset it with: python manage.py changepassword {USERNAME})"
             )
+
+    def _sync_demo_mcp_server(self) -> None:
+        """Register the demo Loyalty MCP server (stdio, its data beside the database) and sync its tools."""
+        server, _ = McpServer.objects.get_or_create(
+            name=DEMO_MCP_SERVER,
+            defaults={
+                "transport": McpServer.Transport.STDIO,
+                "command": sys.executable,
+                "args": ["-m", "demo_mcp.loyalty_server", "--db", str(settings.DATA_DIR / "loyalty-mcp.sqlite3")],
+            },
+        )
+        result = sync_server(server)
+        style = self.style.SUCCESS if result.ok else self.style.WARNING
+        self.stdout.write(style(f"MCP server {server.name}: {result.summary()}"))
 
     def _operator_password(self, group) -> str | None:
         """Create the operator once; its generated password is kept in the data dir."""
