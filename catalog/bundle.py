@@ -201,16 +201,23 @@ def build_bundle(
     notes: list[str] = []
     total = 0
     staged = (choices or {}) if decision.phase else None
-    for entry in sorted(allowed, key=priority):
-        wants_load = entry.always_load or not entry.deferred or entry.name in promoted
-        tool = _loaded(entry, staged) if wants_load else None
-        if tool is not None and (entry.always_load or total + tool.schema_tokens <= cap):
+    # Only the few tools that want loading need ranking; the many deferred ones are just grouped.
+    to_load = [e for e in allowed if e.always_load or not e.deferred or e.name in promoted]
+    stays_deferred = [e for e in allowed if not (e.always_load or not e.deferred or e.name in promoted)]
+    domain_of: dict[frozenset, str] = {}
+    for entry in sorted(to_load, key=priority):
+        tool = _loaded(entry, staged)
+        if entry.always_load or total + tool.schema_tokens <= cap:
             loaded.append(tool)
             total += tool.schema_tokens
             continue
-        if wants_load:
-            notes.append(f"{entry.name} deferred: the bundle would exceed {cap} schema tokens")
-        deferred.setdefault(_primary_domain(entry, decision), []).append(entry.name)
+        notes.append(f"{entry.name} deferred: the bundle would exceed {cap} schema tokens")
+        stays_deferred.append(entry)
+    for entry in stays_deferred:
+        domains = entry.policy.domains
+        if domains not in domain_of:
+            domain_of[domains] = _primary_domain(entry, decision)
+        deferred.setdefault(domain_of[domains], []).append(entry.name)
 
     grouped = {domain: tuple(sorted(names)) for domain, names in sorted(deferred.items())}
     archive = archive_section(grouped)
