@@ -122,7 +122,9 @@ class TurnRun:
         profile = model_profile(self.conversation)
         self.turn_model = get_provider()
         Turn.objects.filter(pk=self.turn.id).update(model=self.turn_model.label)
-        self.entries = StewardContext.current().entries
+        # One view of the catalog for the whole turn: the steward ranks and the bundle decides on the same.
+        self.context = StewardContext.current()
+        self.entries = self.context.entries
         if resuming:
             self.routing = RoutingLog.objects.get(turn=self.turn)
             analysis = self.recorded_analysis(user_text)
@@ -196,7 +198,7 @@ class TurnRun:
         return self.options["two_stage_enabled"] and self.turn.two_stage
 
     def consult_steward(self, user_text: str) -> StewardResult:
-        context = StewardContext.current()
+        context = self.context
         if not self.two_stage:
             return analyze(user_text, context=context, max_tools=0, mode="rules")
         self.status("analysis", status_text("analysis"))

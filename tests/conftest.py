@@ -4,6 +4,8 @@ import pytest
 from django.conf import settings
 from hypothesis import settings as hypothesis_settings
 
+from tests.scripted_openai import ScriptedOpenAI
+
 # Tests assert behaviour, never time: no per-example deadline on a loaded CI machine.
 hypothesis_settings.register_profile("toolhub", deadline=None)
 hypothesis_settings.load_profile("toolhub")
@@ -44,3 +46,14 @@ def eager_celery():
     app.conf.task_always_eager = True
     yield app
     app.conf.task_always_eager = previous
+
+
+@pytest.fixture
+def scripted_model(settings):
+    """An OpenAI-compatible server on loopback that answers with the steps a test scripts."""
+    with ScriptedOpenAI() as server:
+        settings.TOOLHUB_MODEL_PROVIDER = "openai"
+        settings.TOOLHUB_MODEL_BASE_URL = server.base_url
+        settings.TOOLHUB_MODEL = "scripted-model"
+        settings.TOOLHUB_MODEL_RETRIES = 0
+        yield server

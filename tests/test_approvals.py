@@ -14,22 +14,16 @@ from agents.models import Conversation, Message, ToolApproval, Turn, TurnEvent
 from agents.turns import create_turn
 from catalog.demo_catalog import load_demo_catalog
 from tests.builders import make_user
-from tests.scripted_openai import ScriptedOpenAI
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_celery")]
 RESTART = {"name": "restart_container", "arguments": {"container": "web"}}
 
 
 @pytest.fixture
-def scripted(settings):
+def scripted(scripted_model):
     load_demo_catalog()
-    with ScriptedOpenAI() as server:
-        settings.TOOLHUB_MODEL_PROVIDER = "openai"
-        settings.TOOLHUB_MODEL_BASE_URL = server.base_url
-        settings.TOOLHUB_MODEL = "scripted-model"
-        settings.TOOLHUB_MODEL_RETRIES = 0
-        server.steps = [{"tool_calls": [RESTART]}, {"content": "Done with the container."}]
-        yield server
+    scripted_model.steps = [{"tool_calls": [RESTART]}, {"content": "Done with the container."}]
+    return scripted_model
 
 
 @pytest.fixture

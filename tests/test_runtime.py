@@ -11,7 +11,6 @@ from catalog.demo_catalog import load_demo_catalog
 from catalog.mcp_sync import sync_server
 from catalog.models import McpServer
 from tests.builders import make_user
-from tests.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.django_db
 
@@ -102,16 +101,6 @@ def test_switching_two_stage_off_skips_the_steward(conversation):
     turn = run(conversation, "What is 15 + 27?", two_stage=False)
     assert not any(phase == "analysis" for phase, _ in statuses(turn))
     assert RoutingLog.objects.get(turn=turn).two_stage is False
-
-
-@pytest.fixture
-def scripted_model(settings):
-    with ScriptedOpenAI() as server:
-        settings.TOOLHUB_MODEL_PROVIDER = "openai"
-        settings.TOOLHUB_MODEL_BASE_URL = server.base_url
-        settings.TOOLHUB_MODEL = "scripted-model"
-        settings.TOOLHUB_MODEL_RETRIES = 0
-        yield server
 
 
 def tool_messages(turn) -> list[str]:
