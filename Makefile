@@ -11,6 +11,9 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 BENCH_DIR ?= ../shared/bench
 
 .PHONY: run test test-unit test-integration lint setup clean bench
+# Browser tests use Debian's Chromium; make test installs it when missing.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,13 +23,16 @@ $(VENV)/.installed: requirements.txt
 
 setup: $(VENV)/.installed
 
+$(CHROMIUM):
+	$(SUDO) apt-get install -y chromium || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
+
 run: setup
 	$(PY) manage.py setup_demo
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolhub.asgi:application
 
 # Unit tests on the embedded default (SQLite), then the whole suite on
 # PostgreSQL + Redis, started here if installed but stopped.
-test: setup
+test: setup $(CHROMIUM)
 	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL $(PY) -m pytest -m "not integration" -q -p no:cacheprovider
 	$(PY) tests/ensure_services.py $(TEST_DATABASE_URL) $(TEST_REDIS_URL)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) TOOLHUB_CELERY_QUEUE=test-$$$$ \
