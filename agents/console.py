@@ -234,7 +234,8 @@ def turn_in_conversation(turn_id: int, conversation_id: int) -> bool:
 
 
 def needs_routing_log(event: dict) -> bool:
-    return event["type"] == EventType.ROUTING and event.get("phase") == "routing"
+    """The routing event shows the log; `done` shows it again with what the model called."""
+    return event["type"] == EventType.DONE or (event["type"] == EventType.ROUTING and event.get("phase") == "routing")
 
 
 def routing_log(turn_id: int) -> RoutingLog | None:
