@@ -10,7 +10,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from agents.consumers import FORBIDDEN
 from agents.events import CONSOLE_GROUP, MESSAGE_TYPE, emit, serialize
-from agents.models import Conversation, TurnEvent
+from agents.models import Conversation, Message, Turn, TurnEvent
 from agents.routing import websocket_urlpatterns
 from agents.turns import create_turn
 from tests.builders import make_user
@@ -35,6 +35,12 @@ def new_turn(owner, text="What is 15 + 27?"):
 @sync_to_async
 def store(turn, type, **payload):
     return emit(turn.id, type, phase=payload.pop("phase", ""), **payload)
+
+
+def finish(turn, answer: str) -> None:
+    """What the runtime stores before its done event: the answer and the final status."""
+    Message.objects.create(conversation_id=turn.conversation_id, turn=turn, role=Message.Role.ASSISTANT, content=answer)
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.DONE)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -154,10 +160,11 @@ async def test_the_list_shows_a_new_conversation_at_the_top_and_then_updates_its
     await store(turn, TurnEvent.Type.DELTA, phase="content", content="6 * 7 = 42")
     delta = await socket.receive_from()
     assert f"#conversation-{turn.conversation_id}-preview" in delta and "6 * 7 = 42" in delta
+    await sync_to_async(finish)(turn, "6 * 7 = 42")
     await store(turn, TurnEvent.Type.DONE, phase="done", status="done")
     updated = await socket.receive_from()
     assert f'<li id="conversation-{turn.conversation_id}"' in updated and "afterbegin" not in updated
-    assert "status-done" in updated
+    assert "status-done" in updated and "6 * 7 = 42" in updated
     await socket.disconnect()
 
 
