@@ -135,6 +135,8 @@ def test_rollback_asks_to_confirm_then_moves_the_pointer(operator_client):
     assert '<td class="del">medium</td><td class="ins">low</td>' in confirm
     policy.refresh_from_db()
     assert (policy.version, policy.risk) == (2, "medium")  # the GET changed nothing
+    inline = operator_client.get("/policies/get_weather/rollback/1/", headers={"HX-Request": "true"}).content.decode()
+    assert inline.lstrip().startswith('<section id="rollback-confirm"') and "<html" not in inline
     response = operator_client.post("/policies/get_weather/rollback/1/")
     assert response.status_code == 302
     policy.refresh_from_db()

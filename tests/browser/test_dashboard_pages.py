@@ -135,3 +135,19 @@ def test_screenshots_of_the_policy_knowledge_and_catalog_pages(new_page, log_in,
         overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, f"{path} scrolls sideways at {width} px"
         assert screenshot(page, f"{name}-{width}").stat().st_size > 0
+
+
+def test_catalog_filters_swap_the_table_and_keep_the_filters_in_the_address(page, log_in):
+    log_in(page, "viewer")
+    page.goto("/catalog/")
+    rows = page.locator("#tool-table tbody tr")
+    everything = rows.count()
+    page.get_by_label("Source").select_option("builtin")
+    page.wait_for_url("**/catalog/?*source=builtin*")
+    expect(rows.first).to_contain_text("builtin")
+    builtin = rows.count()
+    assert 0 < builtin < everything
+    assert all(text == "builtin" for text in rows.locator("td:nth-child(2)").all_inner_texts())
+    page.reload()  # the deep link gives the same table
+    expect(rows).to_have_count(builtin)
+    expect(page.get_by_label("Source")).to_have_value("builtin")
