@@ -3,6 +3,8 @@
 import asyncio
 import json
 import os
+import re
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -20,7 +22,7 @@ from catalog.demo_catalog import load_demo_catalog
 from catalog.models import McpServer
 from catalog.tasks import sync_mcp_server
 from tests.builders import make_user
-from tests.servers import daphne
+from tests.servers import ROOT, daphne
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -141,3 +143,19 @@ def test_sdk_client_lists_searches_loads_and_calls_tools_but_never_a_denied_one(
             assert "list_campaigns" not in await names(other)
 
     asyncio.run(scenario())
+
+
+def test_the_readme_mcp_client_example_works_as_printed(toolhub_mcp):
+    base, key = toolhub_mcp
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    (example,) = [block for block in blocks if "streamable_http_client(" in block]
+
+    code = example.replace("http://127.0.0.1:8000", base)
+    env = os.environ | {"TOOLHUB_KEY": key}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+    assert result.returncode == 0, result.stderr
+    listed, found, campaigns = result.stdout.splitlines()[:3]
+    assert "'tool_search'" in listed and "'list_campaigns'" not in listed
+    assert "list_campaigns" in json.loads(found)["found"]
+    assert len(json.loads(campaigns)["items"]) == 2
