@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -81,15 +82,38 @@ class Sessions:
 # --- what a session sees and may call (sync: ORM and the runtime's code) ---------------------------
 
 
+class _Bundles:
+    """Bundles built from the process's current catalog, kept until the catalog changes (it is rebuilt then)."""
+
+    MAX = 256
+
+    def __init__(self):
+        self._entries: tuple | None = None
+        self._built: dict[tuple, CapabilityBundle] = {}
+        self._lock = threading.Lock()  # calls run on several threads
+
+    def get(self, decision: RoutingDecision, recommended: tuple[str, ...] = ()) -> CapabilityBundle:
+        entries = current_catalog()  # the same tuple while the catalog state stays the same
+        with self._lock:
+            if entries is not self._entries or len(self._built) > self.MAX:
+                self._entries, self._built = entries, {}
+            key = (decision, recommended)
+            if key not in self._built:
+                self._built[key] = build_bundle(decision, entries, recommended=recommended)
+            return self._built[key]
+
+
+_bundles = _Bundles()
+
+
 def session_tools(found: dict[str, RoutingDecision]) -> list[LoadedTool]:
     """The session's tool list: the neutral bundle's loaded tools, then found ones policy still allows."""
-    entries = current_catalog()
-    tools = {tool.name: tool for tool in build_bundle(NEUTRAL, entries).loaded}
+    tools = {tool.name: tool for tool in _bundles.get(NEUTRAL).loaded}
     by_decision: dict[RoutingDecision, list[str]] = defaultdict(list)
     for name, decision in found.items():
         by_decision[decision].append(name)
     for decision, names in by_decision.items():
-        for tool in build_bundle(decision, entries, recommended=names).loaded:
+        for tool in _bundles.get(decision, tuple(sorted(names))).loaded:
             if tool.name in names:
                 tools.setdefault(tool.name, tool)
     return list(tools.values())
@@ -97,11 +121,10 @@ def session_tools(found: dict[str, RoutingDecision]) -> list[LoadedTool]:
 
 def _bundle_for(name: str, found: dict[str, RoutingDecision]) -> CapabilityBundle:
     """The bundle a call of `name` is checked against: the neutral one, or the one of the search that found it."""
-    entries = current_catalog()
-    neutral = build_bundle(NEUTRAL, entries)
+    neutral = _bundles.get(NEUTRAL)
     if neutral.holds(name) or name not in found:
         return neutral
-    return build_bundle(found[name], entries, recommended=[name])
+    return _bundles.get(found[name], (name,))
 
 
 def result_token_limit() -> int:
@@ -116,7 +139,7 @@ def _ignore_status(*args, **kwargs) -> None:
 def search_tools(arguments: dict, found: dict[str, RoutingDecision]) -> CallOutcome:
     """tool_search over MCP: the steward's decision for the query decides what may be found and loaded."""
     search = settings.TOOLHUB_SEARCH_TOOL
-    neutral = build_bundle(NEUTRAL, current_catalog())
+    neutral = _bundles.get(NEUTRAL)
     reason = refusal_reason(search, neutral)
     if reason:
         return CallOutcome(content=json.dumps({"error": reason}), is_error=True, refused=True)

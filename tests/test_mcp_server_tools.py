@@ -49,7 +49,10 @@ def test_a_found_tool_is_listed_and_callable_in_that_session_only(catalog):
 
 def test_a_found_tool_whose_policy_is_no_longer_active_drops_out(catalog):
     found = {"lookup_thing": LISTING}
-    ToolPolicy.objects.filter(tool__name="lookup_thing").update(status=ToolPolicy.Status.DRAFT)
+    assert "lookup_thing" in listed(found)
+    policy = ToolPolicy.objects.get(tool__name="lookup_thing")
+    policy.status = ToolPolicy.Status.DRAFT
+    policy.save()
 
     assert "lookup_thing" not in listed(found)
     assert "policy is draft" in outcome_error(call("lookup_thing", {"q": "x"}, found))
@@ -70,6 +73,7 @@ def test_a_tool_that_requires_approval_is_refused_with_a_clear_message(catalog):
 
 def test_arguments_are_checked_against_the_schema(catalog):
     assert "Missing required arguments: q" in outcome_error(call("read_secret", {}, {}))
+    assert outcome_error(call("read_secret", {"q": 5}, {})) == "Invalid arguments at q: 5 is not of type 'string'"
 
 
 def test_sessions_keep_their_own_tools_and_forget_idle_ones():
