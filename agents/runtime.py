@@ -18,6 +18,7 @@ from catalog.decision import RoutingDecision
 from catalog.knowledge import select_snippets
 
 from . import approvals, flows, memory, prompt
+from .budget import token_budget
 from .events import emit
 from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
 from .providers import ToolCall, TurnHints, get_provider
@@ -249,6 +250,15 @@ class TurnRun:
             self.status("memory", f"Older messages left out to fit {profile.name}: {fitted.evicted_turns} turn(s)")
         return [{"role": "system", "content": system}, *fitted.messages]
 
+    def record_budget(self, system: str, tools: list[dict], knowledge: list[dict], messages: list[dict]) -> None:
+        """The step's token budget as a routing event (phase budget), only when it differs from the last one."""
+        system_tokens, tool_tokens = prompt.prompt_tokens(system, tools)
+        figures = token_budget(self.profile, system_tokens=system_tokens, tool_tokens=tool_tokens,
+                               knowledge=knowledge, memory_tokens=memory.conversation_tokens(messages))  # fmt: skip
+        if figures != getattr(self, "budget", None):
+            self.budget = figures
+            emit(self.turn.id, EventType.ROUTING, phase="budget", **figures)
+
     def model_loop(self, history, bundle, knowledge, hints) -> str | None:
         """Steps until the model answers (the answer), pauses on an approval (None) or hits the limit."""
         provider = self.turn_model
@@ -257,6 +267,7 @@ class TurnRun:
             system = prompt.system_prompt(bundle, knowledge, self.instructions)
             tools = prompt.tool_definitions(bundle)
             messages = self.fit(system, tools, transcript, self.profile)
+            self.record_budget(system, tools, knowledge, messages)
             content, calls = "", ()
             for chunk in provider.stream(messages, tools, hints=hints):
                 if chunk.content:
