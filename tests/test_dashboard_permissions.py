@@ -4,9 +4,11 @@ import datetime
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import RoutingLog
+from catalog import urls as catalog_urls
 from catalog.models import Domain, KnowledgeSnippet, PolicyVersion
 from catalog.policies import record_policy_version
 from tests.builders import make_policy, make_tool, make_user
@@ -31,6 +33,12 @@ WRITES = [
     "/knowledge/points-expire/",
     "/knowledge/points-expire/review",
 ]
+# Every URL name of these pages, with arguments: each is a read (GET only) or a write (403 without the permission).
+READ_NAMES = {"catalog": [], "tool-detail": ["get_weather"], "policies": [], "knowledge": [],
+              "knowledge-export": []}  # fmt: skip
+WRITE_NAMES = {"policy-detail": ["get_weather"], "policy-simulate": ["get_weather"],
+               "policy-rollback": ["get_weather", 1], "knowledge-detail": ["points-expire"],
+               "knowledge-review": ["points-expire"]}  # fmt: skip
 POLICY_POST = {"status": "rejected", "operation": "read", "risk": "low", "domains": ["general"], "note": "deny",
                "base_version": "2", "replay": "5"}  # fmt: skip
 SNIPPET_POST = {"title": "Points expire", "text": "Changed.", "source": "handbook", "owner": "team",
@@ -105,3 +113,16 @@ def test_operator_can_use_every_write(client, data):
 def test_a_user_without_any_role_gets_403(client, data, url):
     client.force_login(get_user_model().objects.create_user("nobody", password="a-long-test-password"))
     assert client.get(url).status_code == 403
+
+
+def test_every_catalog_url_is_classified_as_read_or_write():
+    """A new endpoint cannot be added without deciding which list (and so which test) it belongs to."""
+    names = {pattern.name for pattern in catalog_urls.urlpatterns} | {"policy-simulate"}
+    assert names == set(READ_NAMES) | set(WRITE_NAMES)
+    assert sorted(reverse(name, args=args) for name, args in WRITE_NAMES.items()) == sorted(WRITES)
+
+
+@pytest.mark.parametrize("name", sorted(READ_NAMES))
+def test_read_only_pages_refuse_posts(client, data, name):
+    client.force_login(make_user("op", role="operator"))
+    assert client.post(reverse(name, args=READ_NAMES[name])).status_code == 405
