@@ -93,7 +93,7 @@ def build_catalog_index(*, dense: bool) -> ToolSearchIndex:
     )
     documents = [tool_document(tool) for tool in tools]
     rows = list(
-        ToolExample.objects.filter(approved=True, tool__in=tools)
+        ToolExample.objects.filter(approved=True, tool__enabled=True, tool__policy__status=ToolPolicy.Status.ACTIVE)
         .select_related("tool")
         .only("id", "text", "owner_id", "vector", "dim", "model_name", "tool__name")
         .order_by("id")
