@@ -1,4 +1,4 @@
-"""Routing metrics over a time window, computed from RoutingLogs (never from memory).
+"""Routing and overview metrics over a time window, computed from RoutingLogs and Turns (never from memory).
 
 Recommendation precision/recall compare what the steward recommended with
 what the model then called, over finished turns only (turn_ms set).
@@ -7,9 +7,11 @@ what the model then called, over finished turns only (turn_ms set).
 import datetime
 import math
 
+from django.db.models import F, Sum
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from .models import RoutingLog
+from .models import RoutingLog, Turn
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -46,3 +48,58 @@ def routing_metrics(*, since: datetime.datetime | None = None, until: datetime.d
         "p50_analysis_ms": percentile(latencies, 0.50),
         "p95_analysis_ms": percentile(latencies, 0.95),
     }
+
+
+def tokens_saved_total() -> int:
+    """Schema tokens kept out of prompts by deferral over every logged request (RoutingLog.tokens_saved summed)."""
+    saved = Greatest(F("catalog_schema_tokens") - F("loaded_schema_tokens") - F("deferred_listing_tokens"), 0)
+    return RoutingLog.objects.aggregate(total=Sum(saved))["total"] or 0
+
+
+def live_counters(*, now: datetime.datetime | None = None) -> dict:
+    """The overview's counters: turns now, the last minute, and the last hour's routing logs."""
+    now = now or timezone.now()
+    hour_ago = now - datetime.timedelta(hours=1)
+    logs = list(
+        RoutingLog.objects.filter(created_at__gte=hour_ago).only(
+            "fallback",
+            "steward_ms",
+            "turn_ms",
+            "catalog_schema_tokens",
+            "loaded_schema_tokens",
+            "deferred_listing_tokens",
+            "created_at",
+        )  # fmt: skip
+    )
+    saved = [log.tokens_saved for log in logs]
+    latest = RoutingLog.objects.only(
+        "catalog_schema_tokens", "loaded_schema_tokens", "deferred_listing_tokens"
+    ).first()  # fmt: skip
+    return {
+        "turns_running": Turn.objects.filter(status=Turn.Status.RUNNING).count(),
+        "turns_waiting": Turn.objects.filter(status=Turn.Status.WAITING).count(),
+        "turns_last_minute": Turn.objects.filter(created_at__gte=now - datetime.timedelta(minutes=1)).count(),
+        "requests_last_hour": len(logs),
+        "fallback_rate": sum(log.fallback for log in logs) / len(logs) if logs else None,
+        "p95_steward_ms": percentile([log.steward_ms for log in logs if log.steward_ms is not None], 0.95),
+        "p95_turn_ms": percentile([log.turn_ms for log in logs if log.turn_ms is not None], 0.95),
+        "saved_last_request": latest.tokens_saved if latest else None,
+        "saved_per_request": round(sum(saved) / len(saved)) if saved else None,
+        "saved_total": tokens_saved_total(),
+    }
+
+
+def turns_per_minute(*, now: datetime.datetime | None = None, minutes: int = 60) -> list[int]:
+    """Turns created in each of the last `minutes` minutes, oldest first."""
+    now = now or timezone.now()
+    start = now - datetime.timedelta(minutes=minutes)
+    counts = [0] * minutes
+    for created in Turn.objects.filter(created_at__gt=start, created_at__lte=now).values_list("created_at", flat=True):
+        counts[min(int((created - start).total_seconds() // 60), minutes - 1)] += 1
+    return counts
+
+
+def recent_latencies(*, limit: int = 60) -> dict[str, list[int]]:
+    """Steward and turn milliseconds of the last `limit` finished requests, oldest first."""
+    logs = list(RoutingLog.objects.filter(turn_ms__isnull=False).values_list("steward_ms", "turn_ms")[:limit])[::-1]
+    return {"steward": [steward or 0 for steward, _ in logs], "turn": [turn for _, turn in logs]}

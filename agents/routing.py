@@ -1,3 +1,11 @@
 """WebSocket URL routes, mounted by toolhub.asgi inside the auth and origin checks."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from . import consumers
+
+websocket_urlpatterns: list = [
+    path("ws/console/", consumers.ConversationListConsumer.as_asgi()),
+    path("ws/console/<int:conversation_id>/", consumers.ConversationConsumer.as_asgi()),
+    path("ws/overview/", consumers.OverviewConsumer.as_asgi()),
+]

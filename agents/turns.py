@@ -21,3 +21,13 @@ def create_turn(conversation: Conversation, user_text: str, *, two_stage: bool =
 def enqueue_turn(turn_id: int) -> None:
     """Hand the turn to Celery once its rows are committed (runs now when eager)."""
     run_turn.delay_on_commit(turn_id)
+
+
+def start_console_turn(*, user, text: str, conversation: Conversation | None = None, model_profile=None) -> Turn:
+    """A turn from the console chat, stored and enqueued exactly as the API does; a new conversation when none."""
+    with transaction.atomic():
+        if conversation is None:
+            conversation = Conversation.objects.create(owner=user, model_profile=model_profile, title=text[:200])
+        turn = create_turn(conversation, text)
+    enqueue_turn(turn.id)
+    return turn

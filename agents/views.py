@@ -1,16 +1,44 @@
-"""Dashboard pages about conversations: the overview."""
+"""Dashboard pages about conversations: overview, live console, routing log, workflows, approval decisions,
+and the policy simulation (it replays RoutingLogs).
+
+Thin: check the permission, parse the form, call a logic module
+(agents.console, agents.overview, agents.turns, agents.approvals,
+agents.workflows), render a page or, for htmx, its partial.
+"""
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from catalog.decision import RoutingDecision, current_catalog
+from catalog.forms import PolicyForm
 from catalog.models import Tool
+from catalog.policies import Replay, simulate_policy, snapshot_changes
 from catalog.selectors import catalog_schema_tokens, stale_snippets, tools_needing_policy
 
+from . import console
+from . import overview as live_overview
+from .approvals import PERMISSION as DECIDE_PERMISSION
 from .approvals import ApprovalClosed, decide_approval
-from .models import RoutingLog, ToolApproval, Turn
+from .forms import CancelWorkflowForm, ChatForm, RoutingFilterForm, WorkflowFilterForm
+from .models import Conversation, RoutingLog, ToolApproval, Turn, Workflow
+from .turns import start_console_turn
+from .workflows import WorkflowError, cancel_workflow, http_status_for
+
+CHAT_PERMISSION = "agents.add_turn"
+ROUTING_PAGE_SIZE = 200
+WORKFLOW_PAGE_SIZE = 200
+DEFAULT_REPLAY = 20  # logged requests a policy simulation replays unless the form asks for another number
+
+
+def _back(request, default: str) -> str:
+    back = request.POST.get("next", "")
+    return back if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}) else default
 
 
 @login_required
@@ -19,30 +47,181 @@ def overview(request):
         "tool_count": Tool.objects.filter(enabled=True).count(),
         "needs_policy_count": tools_needing_policy().count(),
         "catalog_tokens": catalog_schema_tokens(),
-        "turns_running": Turn.objects.filter(status=Turn.Status.RUNNING).count(),
         "turns_total": Turn.objects.count(),
         "routing_logs": RoutingLog.objects.only("query", "fallback", "loaded_schema_tokens", "created_at")[:10],
         "stale_snippet_count": len(stale_snippets()),
+        **live_overview.live_context(),
     }
     return render(request, "agents/overview.html", context)
+
+
+@login_required
+@permission_required("agents.view_turn", raise_exception=True)
+@require_http_methods(["GET", "POST"])
+def console_list(request):
+    """GET: recent conversations (live over /ws/console/). POST: an operator starts a new conversation."""
+    form = None
+    if request.user.has_perm(CHAT_PERMISSION):
+        form = ChatForm(request.POST or None)
+    if request.method == "POST":
+        if form is None:
+            raise PermissionDenied("You may not start a conversation.")
+        if form.is_valid():
+            turn = start_console_turn(
+                user=request.user, text=form.cleaned_data["message"], model_profile=form.model_profile()
+            )
+            return redirect("console-conversation", conversation_id=turn.conversation_id)
+    context = {"rows": console.conversation_rows(), "form": form}
+    return render(request, "agents/console.html", context, status=400 if form is not None and form.errors else 200)
+
+
+@login_required
+@permission_required("agents.view_turn", raise_exception=True)
+@require_http_methods(["GET", "POST"])
+def console_conversation(request, conversation_id: int):
+    """GET: the thread (history now, live over /ws/console/<id>/). POST: its owner adds a turn."""
+    conversation = get_object_or_404(Conversation.objects.select_related("owner"), pk=conversation_id)
+    may_chat = request.user.has_perm(CHAT_PERMISSION) and conversation.owner_id == request.user.pk
+    form = ChatForm(request.POST or None) if may_chat else None
+    if request.method == "POST":
+        if form is None:
+            raise PermissionDenied("You may not add to this conversation.")
+        if form.is_valid():
+            start_console_turn(user=request.user, text=form.cleaned_data["message"], conversation=conversation)
+            if request.htmx:
+                context = {"form": ChatForm(), "conversation": conversation}
+                return render(request, "agents/conversation.html#chat", context)
+            return redirect("console-conversation", conversation_id=conversation.pk)
+        if request.htmx:
+            return render(request, "agents/conversation.html#chat", {"form": form, "conversation": conversation},
+                          status=400)  # fmt: skip
+    context = {
+        "conversation": conversation,
+        "turns": console.thread(conversation),
+        "can_decide": request.user.has_perm(DECIDE_PERMISSION),
+        "form": form,
+    }
+    return render(request, "agents/conversation.html", context)
 
 
 @require_POST
 @login_required
 def decide(request, approval_id: int):
-    """Approve or deny a pending risky call. decide_approval checks the permission (PermissionDenied -> 403)."""
-    get_object_or_404(ToolApproval, pk=approval_id)
-    back = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
-        back = "overview"
+    """Approve or deny a pending risky call. decide_approval checks the permission (PermissionDenied -> 403).
+
+    htmx gets the approval's fragment back (409 with the reason when it was already closed).
+    """
+    pending = get_object_or_404(ToolApproval, pk=approval_id)
     decision = request.POST.get("decision")
     if decision not in {"approve", "deny"}:
+        if request.htmx:
+            return HttpResponse("Choose approve or deny.", status=400)
         messages.error(request, "Choose approve or deny.")
-        return redirect(back)
+        return redirect(_back(request, "overview"))
     try:
         approval = decide_approval(approval_id=approval_id, user=request.user, approve=decision == "approve")
     except ApprovalClosed as closed:
+        if request.htmx:
+            pending.refresh_from_db()
+            context = {"approval": _approval_view(pending, status=pending.status, note=str(closed))}
+            return render(request, "agents/conversation.html#approval", context, status=409)
         messages.error(request, str(closed))
     else:
+        if request.htmx:
+            context = {"approval": _approval_view(approval, status=approval.status)}
+            return render(request, "agents/conversation.html#approval", context)
         messages.success(request, f"{approval.tool_name}: {approval.status}.")
-    return redirect(back)
+    return redirect(_back(request, "overview"))
+
+
+def _approval_view(approval: ToolApproval, *, status: str, note: str = "") -> dict:
+    return {"id": approval.pk, "tool_name": approval.tool_name, "risk": approval.risk,
+            "arguments": console.arguments_text(approval.arguments), "status": status, "note": note}  # fmt: skip
+
+
+@require_GET
+@login_required
+@permission_required("agents.view_routinglog", raise_exception=True)
+def routing_list(request):
+    form = RoutingFilterForm(request.GET)
+    logs = form.filter(RoutingLog.objects.defer("knowledge", "deferred"))
+    context = {"form": form, "logs": logs[:ROUTING_PAGE_SIZE], "page_size": ROUTING_PAGE_SIZE,
+               "query": request.GET.urlencode()}  # fmt: skip
+    template = "agents/routing.html#log-table" if request.htmx else "agents/routing.html"
+    return render(request, template, context)
+
+
+@require_GET
+@login_required
+@permission_required("agents.view_routinglog", raise_exception=True)
+def routing_detail(request, log_id: int):
+    log = get_object_or_404(RoutingLog.objects.select_related("turn"), pk=log_id)
+    back = request.GET.get("back", "")
+    return render(request, "agents/routing_detail.html", {"log": log, "back": back})
+
+
+@require_GET
+@login_required
+@permission_required("agents.view_workflow", raise_exception=True)
+def workflow_list(request):
+    form = WorkflowFilterForm(request.GET)
+    workflows = form.filter(Workflow.objects.select_related("owner").defer("state", "result"))
+    context = {
+        "form": form,
+        "workflows": workflows[:WORKFLOW_PAGE_SIZE],
+        "page_size": WORKFLOW_PAGE_SIZE,
+        "can_cancel": request.user.has_perm("agents.change_workflow"),
+        "query": request.GET.urlencode(),
+        "now": timezone.now(),
+    }
+    template = "agents/workflows.html#workflow-table" if request.htmx else "agents/workflows.html"
+    return render(request, template, context)
+
+
+@require_POST
+@login_required
+@permission_required("agents.change_workflow", raise_exception=True)
+def workflow_cancel(request, workflow_id: int):
+    """Cancel at the version the page showed; a stale version (or a closed workflow) is a message, 409 for htmx."""
+    workflow = get_object_or_404(Workflow.objects.select_related("owner"), pk=workflow_id)
+    form = CancelWorkflowForm(request.POST)
+    error = None
+    if not form.is_valid():
+        error, status = "The form was incomplete: reload the page.", 400
+    else:
+        try:
+            workflow = cancel_workflow(workflow_id=workflow_id, expected_version=form.cleaned_data["version"])
+        except WorkflowError as refused:
+            error, status = str(refused), http_status_for(refused)
+            workflow.refresh_from_db()
+    if request.htmx:
+        context = {"workflow": workflow, "can_cancel": True, "error": error, "now": timezone.now()}
+        return render(request, "agents/workflows.html#workflow-row", context, status=status if error else 200)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, f"Workflow {workflow.pk} cancelled.")
+    return redirect(_back(request, "workflows"))
+
+
+@login_required
+@permission_required("catalog.change_toolpolicy", raise_exception=True)
+@require_POST
+def policy_simulation(request, name: str):
+    """Replay the last N RoutingLogs under the posted draft policy; returns the policy page's simulation part."""
+    tool = get_object_or_404(Tool.objects.select_related("policy"), name=name)
+    form = PolicyForm(request.POST, policy=getattr(tool, "policy", None), for_simulation=True)
+    context = {"tool": tool, "sim_form": form}
+    if form.is_valid():
+        count = form.cleaned_data["replay"] or DEFAULT_REPLAY
+        logs = list(RoutingLog.objects.only("query", "decision", "recommended", "created_at")[:count])
+        replays = [Replay(RoutingDecision.from_dict(log.decision), tuple(log.recommended)) for log in logs]
+        results = simulate_policy(tool.name, form.draft(), replays, catalog=current_catalog())
+        context |= {
+            "rows": list(zip(logs, results, strict=True)),
+            "changed_count": sum(result.changed for result in results),
+            "token_change": sum(result.token_change for result in results),
+            "draft_changes": snapshot_changes(form.current, form.draft()),
+        }
+    template = "catalog/policy_detail.html#simulation" if request.htmx else "catalog/policy_simulation.html"
+    return render(request, template, context)

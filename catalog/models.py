@@ -258,6 +258,17 @@ class McpServer(models.Model):
         OK = "ok"
         ERROR = "error"
 
+    class SyncPhase(models.TextChoices):
+        """Where the latest sync is; the running phases are RUNNING_SYNC_PHASES."""
+
+        IDLE = "idle"
+        QUEUED = "queued", "queued, waiting for a worker"
+        CONNECTING = "connecting"
+        LISTING = "listing", "listing tools"
+        IMPORTING = "importing"
+        DONE = "done"
+        ERROR = "error"
+
     name = models.SlugField(max_length=64, unique=True)
     transport = models.CharField(max_length=32, choices=Transport.choices, default=Transport.STDIO)
     command = models.CharField(max_length=500, blank=True, help_text="stdio: the program to start.")
@@ -275,6 +286,13 @@ class McpServer(models.Model):
     last_synced_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="Last sync attempt.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.NEVER, editable=False)
     status_message = models.TextField(blank=True, editable=False)
+    sync_phase = models.CharField(max_length=16, choices=SyncPhase.choices, default=SyncPhase.IDLE, editable=False)
+    sync_done = models.PositiveIntegerField(default=0, editable=False, help_text="Tools imported so far.")
+    sync_total = models.PositiveIntegerField(default=0, editable=False, help_text="Tools the server listed.")
+    sync_report = models.JSONField(
+        default=dict, blank=True, editable=False, help_text="Latest sync: names new, changed, disabled, rejected."
+    )
+    sync_updated_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -284,6 +302,10 @@ class McpServer(models.Model):
 
     def __str__(self):
         return self.name
+
+    @property
+    def syncing(self) -> bool:
+        return self.sync_phase in RUNNING_SYNC_PHASES
 
     def clean(self):
         errors = {}
@@ -299,6 +321,16 @@ class McpServer(models.Model):
                 errors[field] = "Expected an object whose values are strings."
         if errors:
             raise ValidationError(errors)
+
+
+RUNNING_SYNC_PHASES = frozenset(
+    {
+        McpServer.SyncPhase.QUEUED,
+        McpServer.SyncPhase.CONNECTING,
+        McpServer.SyncPhase.LISTING,
+        McpServer.SyncPhase.IMPORTING,
+    }
+)
 
 
 class ToolExample(models.Model):

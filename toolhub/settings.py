@@ -246,6 +246,14 @@ TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
 TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 TOOLHUB_APPROVAL_TIMEOUT = env_int("TOOLHUB_APPROVAL_TIMEOUT", 300)
 TOOLHUB_WORKFLOW_TTL_SECONDS = env_int("TOOLHUB_WORKFLOW_TTL", 3600)
+# Staged flows (agents/flows.py): ordered workflow phases, and the tools whose recommendation
+# for a confident create starts the flow. The demo Loyalty domain builds a rule in four steps.
+TOOLHUB_WORKFLOW_FLOWS = {
+    "loyalty_rule": {
+        "phases": ["rule_draft", "rule_formula", "rule_criteria", "rule_submit"],
+        "starts_for": ["create_rule", "create_rule_draft"],
+    },
+}
 
 # --- auth, i18n, static ---------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -1,0 +1,47 @@
+// toolhub console, overview, routing log and workflows pages: live-connection state, J/K row keys,
+// and swapping 409 answers (a closed approval, a stale workflow version) so their message shows.
+(function () {
+  "use strict";
+
+  function setLiveState(text, state) {
+    document.querySelectorAll("[data-live-state]").forEach(function (el) {
+      el.textContent = text;
+      el.dataset.state = state;
+    });
+    document.body.dataset.live = state;
+  }
+  document.addEventListener("htmx:wsOpen", function () { setLiveState("live", "open"); });
+  document.addEventListener("htmx:wsClose", function () { setLiveState("disconnected: reconnecting…", "closed"); });
+  document.addEventListener("htmx:wsAfterMessage", function () { document.body.dataset.liveMessages = String(Number(document.body.dataset.liveMessages || 0) + 1); });
+
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    if (evt.detail.xhr && (evt.detail.xhr.status === 409 || evt.detail.xhr.status === 400)) {
+      evt.detail.shouldSwap = true;
+      evt.detail.isError = false;
+    }
+  });
+
+  // J / K move between the rows of the page's list ([data-rows] > [data-row]); Enter opens the focused row's link.
+  function rows() {
+    var list = document.querySelector("[data-rows]");
+    return list ? Array.prototype.slice.call(list.querySelectorAll("[data-row]")) : [];
+  }
+  document.addEventListener("keydown", function (evt) {
+    if (evt.altKey || evt.ctrlKey || evt.metaKey) return;
+    var target = evt.target;
+    if (target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName))) return;
+    var key = evt.key.toLowerCase();
+    if (key !== "j" && key !== "k") return;
+    var all = rows();
+    if (!all.length) return;
+    var index = all.findIndex(function (row) { return row.classList.contains("current"); });
+    index = key === "j" ? Math.min(index + 1, all.length - 1) : Math.max(index - 1, 0);
+    all.forEach(function (row) { row.classList.remove("current"); row.removeAttribute("aria-current"); });
+    var row = all[index];
+    row.classList.add("current");
+    row.setAttribute("aria-current", "true");
+    var link = row.querySelector("a[href]");
+    if (link) link.focus(); else row.scrollIntoView({ block: "nearest" });
+    evt.preventDefault();
+  });
+})();

@@ -1,0 +1,163 @@
+"""Browser tests: Debian's Chromium (Playwright) against a real Daphne, Celery worker, Redis and PostgreSQL.
+
+Each test module shares one running stack (`browser_stack`: Daphne and a
+Celery worker on the test database). Each test is transactional: it starts
+with the demo catalog, the demo Loyalty MCP server, model profiles and one
+user per role (`viewer`, `operator`, `admin`), committed so the servers see
+them, and whatever the test writes through the ORM is committed too;
+pytest-django empties the tables after it. Never `playwright install`: the
+browser is /usr/bin/chromium (make test installs it).
+"""
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from tests.servers import ROOT, celery_worker, daphne
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+ROLES = ("viewer", "operator", "admin")
+PASSWORD = "browser-test-password"
+WIDE = {"width": 1280, "height": 800}
+NARROW = {"width": 390, "height": 844}
+
+# Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still sequential.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/browser/" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.django_db(transaction=True))
+
+
+@dataclass(frozen=True)
+class BrowserStack:
+    url: str
+    env: dict
+    data_dir: Path
+    password: str = PASSWORD
+
+
+def load_stack_data(data_dir: Path) -> None:
+    """What `make run` sets up, with one user per role instead of a printed login."""
+    from django.contrib.auth import get_user_model
+
+    from agents.models import ModelProfile
+    from catalog.demo.knowledge import MODEL_PROFILES
+    from catalog.demo_catalog import load_demo_catalog
+    from catalog.mcp_sync import sync_server
+    from catalog.models import McpServer
+    from toolhub.roles import ensure_groups
+
+    groups = ensure_groups()
+    load_demo_catalog()
+    server = McpServer.objects.create(
+        name="loyalty",
+        transport=McpServer.Transport.STDIO,
+        command=sys.executable,
+        args=["-m", "demo_mcp.loyalty_server", "--db", str(data_dir / "loyalty-mcp.sqlite3")],
+    )
+    result = sync_server(server)
+    assert result.ok, result.summary()
+    for profile in MODEL_PROFILES:
+        ModelProfile.objects.get_or_create(name=profile["name"], defaults=profile)
+    for role in ROLES:
+        user = get_user_model().objects.create_user(username=role, password=PASSWORD)
+        user.groups.add(groups[role])
+
+
+@pytest.fixture(scope="module")
+def browser_stack(django_db_setup, tmp_path_factory):
+    """A live toolhub (Daphne + Celery worker) on the test database, shared by the module's tests."""
+    data_dir = tmp_path_factory.mktemp("browser-stack")
+    database = connection.settings_dict
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"} | {
+        "DJANGO_SETTINGS_MODULE": "toolhub.settings",
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+        "TOOLHUB_DATA_DIR": str(data_dir),
+    }
+    from toolhub.celery import app
+
+    with celery_worker(env, app), daphne(env) as url:
+        yield BrowserStack(url=url, env=env, data_dir=data_dir)
+
+
+@pytest.fixture(autouse=True)
+def stack_data(browser_stack, transactional_db):
+    """Each test starts from the demo data, committed (the servers see it) and flushed after the test."""
+    load_stack_data(browser_stack.data_dir)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs it (apt-get install -y chromium)", pytrace=False)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def new_page(browser, browser_stack):
+    """Open another page in a fresh context (its own cookies): `new_page(width=390)`."""
+    contexts = []
+
+    def open_page(viewport=WIDE):
+        context = browser.new_context(viewport=viewport, base_url=browser_stack.url)
+        context.set_default_timeout(20_000)
+        contexts.append(context)
+        return context.new_page()
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def page(new_page):
+    return new_page()
+
+
+@pytest.fixture
+def log_in(browser_stack):
+    """Log `page` in as one of the role users through the login form."""
+
+    def log_in_as(page, username: str) -> None:
+        page.goto("/login/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(browser_stack.password)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(lambda url: "/login/" not in url)
+
+    return log_in_as
+
+
+@pytest.fixture
+def screenshot():
+    """Save a full-page PNG under test-artifacts/screenshots/<name>.png and return its path."""
+
+    def save(page, name: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return save

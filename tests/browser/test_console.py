@@ -1,0 +1,125 @@
+"""The live console in a real browser: API turns appear and stream live, approvals, chat with routing status."""
+
+import openai
+from django.contrib.auth import get_user_model
+
+from agents.api_keys import create_api_key
+from agents.models import Turn
+from catalog.models import ToolPolicy
+from catalog.policies import record_policy_version
+
+# Records every status and answer text the list shows, as it changes, so a test can tell live updates from a reload.
+WATCH_LIST = """() => {
+  window.__seen = [];
+  window.__notReloaded = true;
+  new MutationObserver(() => {
+    document.querySelectorAll('#conversation-list .conversation').forEach((row) => {
+      const status = row.querySelector('.turn-status');
+      window.__seen.push([status ? status.textContent : '', row.querySelector('.preview').textContent]);
+    });
+  }).observe(document.getElementById('main'), {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def open_live(page, path: str) -> None:
+    page.goto(path)
+    page.wait_for_selector("body[data-live=open]")
+
+
+def set_calculator(**changes) -> None:
+    """Change the calculator's policy as the policy editor does: save, then a new version (the servers see it)."""
+    policy = ToolPolicy.objects.get(tool__name="calculate")
+    for field, value in changes.items():
+        setattr(policy, field, value)
+    policy.save()
+    record_policy_version(policy, note="browser test")
+
+
+def test_a_turn_started_through_the_api_appears_in_another_browsers_console_and_streams_live(
+    browser_stack, new_page, log_in, screenshot
+):
+    watcher = new_page()
+    log_in(watcher, "viewer")
+    open_live(watcher, "/console/")
+    watcher.evaluate(WATCH_LIST)
+
+    operator = get_user_model().objects.get(username="operator")
+    _, key = create_api_key(user=operator, name="browser test")
+    client = openai.OpenAI(base_url=f"{browser_stack.url}/v1", api_key=key, max_retries=0, timeout=120)
+    reply = client.chat.completions.create(model="toolhub", messages=[{"role": "user", "content": "What is 15 + 27?"}])
+    assert "42" in reply.choices[0].message.content
+
+    turn = Turn.objects.get()
+    row = watcher.locator(f"#conversation-{turn.conversation_id}")
+    row.locator(".status-done").wait_for()
+    assert "What is 15 + 27?" in row.inner_text() and "42" in row.locator(".preview").inner_text()
+    seen = watcher.evaluate("window.__seen")
+    statuses = [status for status, _ in seen]
+    assert "running" in statuses and statuses[-1] == "done", statuses
+    assert statuses.index("running") < len(statuses) - 1  # running was shown before done, as it happened
+    assert watcher.evaluate("window.__notReloaded")  # the same page, never reloaded
+    screenshot(watcher, "console-list-1280")
+
+    # A late joiner opening the conversation sees the whole stored history.
+    late = new_page()
+    log_in(late, "viewer")
+    open_live(late, f"/console/{turn.conversation_id}/")
+    thread = late.locator(f"#turn-{turn.id}")
+    assert "15 + 27 = 42" in thread.locator(f"#turn-{turn.id}-content").inner_text()
+    assert "calculate" in thread.locator(f"#turn-{turn.id}-routing").inner_text()
+    assert thread.locator(".budget-bar").count() == 1
+
+
+def test_an_operator_approves_a_pending_risky_call_from_the_console_and_the_turn_finishes(
+    browser_stack, page, log_in, screenshot
+):
+    set_calculator(requires_confirmation=True)
+    log_in(page, "operator")
+    page.goto("/console/")
+    page.get_by_label("Start a conversation").fill("What is 15 + 27?")
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_url("**/console/*/")
+    page.wait_for_selector("body[data-live=open]")
+    turn = Turn.objects.get()
+    approve = page.locator(f"#turn-{turn.id}").get_by_role("button", name="Approve")
+    approve.wait_for()
+    assert page.locator(f"#turn-{turn.id}-status").inner_text() == "waiting"
+    page.evaluate("window.__notReloaded = true")
+    screenshot(page, "console-approval-1280")
+    approve.click()
+    page.locator(f"#turn-{turn.id} .status-done").wait_for()
+    assert "15 + 27 = 42" in page.locator(f"#turn-{turn.id}-content").inner_text()
+    assert "approved" in page.locator(f"#turn-{turn.id} .approval").first.inner_text()
+    assert page.evaluate("window.__notReloaded")
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.DONE
+    assert turn.approvals.get().decided_by.username == "operator"
+
+
+def test_an_operator_chats_from_the_console_and_sees_routing_with_denied_tools_live(
+    browser_stack, page, log_in, screenshot
+):
+    log_in(page, "operator")
+    page.goto("/console/")
+    page.get_by_label("Start a conversation").fill("What is 15 + 27?")
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_url("**/console/*/")
+    page.wait_for_selector("body[data-live=open]")
+    first = Turn.objects.get()
+    page.locator(f"#turn-{first.id} .status-done").wait_for()
+    loaded = page.locator(f"#turn-{first.id}-routing dt:text('Loaded') + dd").inner_text()
+    assert "calculate" in loaded
+
+    # The operator takes the calculator away; the next turn, asked from the same page, shows it denied.
+    set_calculator(status=ToolPolicy.Status.REJECTED)
+    page.evaluate("window.__notReloaded = true")
+    page.get_by_label("Message").fill("What is 2 + 2?")
+    page.get_by_role("button", name="Send").click()
+    second = page.locator(".turn").nth(1)
+    second.locator(".steward .denied").wait_for()
+    denied = second.locator(".denied-list").inner_text()
+    assert "calculate" in denied and "Denied (" in second.locator(".denied summary").inner_text()
+    assert "calculate" not in second.locator(".steward dt:text('Loaded') + dd").inner_text()
+    assert page.evaluate("window.__notReloaded")
+    second.locator(".turn-status.status-done").wait_for()
+    screenshot(page, "console-conversation-1280")

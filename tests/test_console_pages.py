@@ -1,0 +1,191 @@
+"""Console, routing log and workflow pages: permissions on every view, live-ready markup, filters, cancel, approvals."""
+
+import datetime
+
+import pytest
+from django.utils import timezone
+
+from agents.models import Conversation, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
+from agents.turns import create_turn
+from agents.workflows import start_workflow
+from catalog.demo_catalog import load_demo_catalog
+from tests.builders import make_user
+
+pytestmark = pytest.mark.django_db
+PAGES = ["/console/", "/routing/", "/workflows/"]
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_anonymous_requests_redirect_to_login(client, url):
+    response = client.get(url)
+    assert response.status_code == 302 and response.url == f"/login/?next={url}"
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_a_user_without_a_role_gets_403(client, django_user_model, url):
+    client.force_login(django_user_model.objects.create_user("nobody", password="a-long-test-password"))
+    assert client.get(url).status_code == 403
+
+
+def test_a_viewer_sees_no_chat_form_and_cannot_post_one(client):
+    client.force_login(make_user("viewer", role="viewer"))
+    page = client.get("/console/").content.decode()
+    assert 'ws-connect="/ws/console/"' in page and 'name="message"' not in page
+    assert client.post("/console/", {"message": "What is 1 + 1?"}).status_code == 403
+    assert not Turn.objects.exists()
+
+
+def test_an_operator_starts_a_turn_from_the_console_like_the_api(
+    client, eager_celery, django_capture_on_commit_callbacks
+):
+    load_demo_catalog()
+    operator = make_user("operator", role="operator")
+    client.force_login(operator)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/console/", {"message": "What is 15 + 27?", "model": "toolhub"})
+    turn = Turn.objects.get()
+    assert response.status_code == 302 and response.url == f"/console/{turn.conversation_id}/"
+    assert turn.conversation.owner == operator and turn.status == Turn.Status.DONE
+    page = client.get(response.url).content.decode()
+    assert f'ws-connect="/ws/console/{turn.conversation_id}/"' in page
+    assert "42" in page.split(f'id="turn-{turn.id}-content"')[1].split("</div>")[0]
+    routing = page.split(f'id="turn-{turn.id}-routing"')[1].split("</section>")[0]
+    assert "Denied (" in routing and "calculate" in routing
+    budget = page.split(f'id="turn-{turn.id}-budget"')[1]
+    assert "budget-bar" in budget and "tools" in budget
+
+
+def test_an_empty_chat_message_is_a_field_error(client):
+    client.force_login(make_user("operator", role="operator"))
+    response = client.post("/console/", {"message": "  "})
+    assert response.status_code == 400 and "This field is required." in response.content.decode()
+
+
+def test_only_the_owner_may_add_to_a_conversation(client):
+    owner = make_user("owner", role="operator")
+    conversation = Conversation.objects.create(owner=owner, title="hello")
+    create_turn(conversation, "hello")
+    client.force_login(make_user("other", role="operator"))
+    assert 'name="message"' not in client.get(f"/console/{conversation.pk}/").content.decode()
+    assert client.post(f"/console/{conversation.pk}/", {"message": "hi"}).status_code == 403
+
+
+def approval_turn(owner) -> ToolApproval:
+    turn = create_turn(Conversation.objects.create(owner=owner, title="restart"), "docker restart web")
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.WAITING)
+    return ToolApproval.objects.create(turn=turn, tool_call_id="c1", tool_name="restart_container",
+                                       arguments={"container": "web"}, risk="high",
+                                       expires_at=timezone.now() + datetime.timedelta(minutes=5))  # fmt: skip
+
+
+def test_a_viewer_gets_403_deciding_an_approval_and_sees_no_buttons(client):
+    viewer = make_user("viewer", role="viewer")
+    approval = approval_turn(make_user("owner", role="operator"))
+    TurnEvent.objects.create(turn=approval.turn, sequence=1, type=TurnEvent.Type.APPROVAL_REQUIRED,
+                             payload={"approval_id": approval.pk, "tool_name": "restart_container"})  # fmt: skip
+    client.force_login(viewer)
+    page = client.get(f"/console/{approval.turn.conversation_id}/").content.decode()
+    assert f'id="approval-{approval.pk}"' in page and 'value="approve"' not in page
+    response = client.post(f"/approvals/{approval.pk}/decide", {"decision": "approve"}, headers={"HX-Request": "true"})
+    assert response.status_code == 403
+    assert ToolApproval.objects.get(pk=approval.pk).status == "pending"
+
+
+def test_an_operator_decides_over_htmx_and_a_second_decision_is_409(client, eager_celery):
+    approval = approval_turn(make_user("owner", role="viewer"))
+    client.force_login(make_user("operator", role="operator"))
+    htmx = {"HX-Request": "true"}
+    Turn.objects.filter(pk=approval.turn_id).update(status=Turn.Status.DONE)  # nothing to resume in this test
+    response = client.post(f"/approvals/{approval.pk}/decide", {"decision": "deny"}, headers=htmx)
+    assert response.status_code == 200 and "denied" in response.content.decode()
+    again = client.post(f"/approvals/{approval.pk}/decide", {"decision": "approve"}, headers=htmx)
+    assert again.status_code == 409 and "already denied" in again.content.decode()
+
+
+def log(query, **fields) -> RoutingLog:
+    values = {"decision": {"action": "answer", "domains": [], "confidence": 0.9, "phase": "", "side_query": False},
+              "steward_mode": "rules"} | fields  # fmt: skip
+    return RoutingLog.objects.create(query=query, **values)
+
+
+def test_the_routing_log_filters_keep_their_query_string_and_htmx_gets_the_table(client):
+    log("What is 15 + 27?", fallback=False)
+    log(
+        "list loyalty rules",
+        fallback=True,
+        denied=[{"name": "delete_rule", "reason": "needs a delete action"}],
+        decision={"action": "list", "domains": ["loyalty"], "confidence": 0.8, "phase": "", "side_query": False},
+    )
+    client.force_login(make_user("viewer", role="viewer"))
+    page = client.get("/routing/", {"domain": "loyalty"}).content.decode()
+    table = page.split('id="log-table"')[1]
+    assert "list loyalty rules" in table and "15 + 27" not in table
+    assert 'value="loyalty"' in page  # the filter stays filled in on a deep link
+    assert "back=domain%3Dloyalty" in table  # the row link brings the filters back
+    fragment = client.get("/routing/", {"fallback": "no"}, headers={"HX-Request": "true"}).content.decode()
+    assert fragment.lstrip().startswith('<div id="log-table"') and "15 + 27" in fragment and "loyalty" not in fragment
+    by_tool = client.get("/routing/", {"tool": "delete_rule"}).content.decode().split('id="log-table"')[1]
+    assert "list loyalty rules" in by_tool and "15 + 27" not in by_tool
+
+
+def test_a_routing_row_opens_the_decision_bundle_denied_reasons_and_tokens(client):
+    entry = log("list loyalty rules", exposed=["list_rules"], deferred=["get_rule", "update_rule"],
+                denied=[{"name": "delete_rule", "reason": "needs a delete action"}], loaded_schema_tokens=300,
+                deferred_listing_tokens=20, catalog_schema_tokens=5000,
+                decision={"action": "list", "domains": ["loyalty"], "confidence": 0.8, "phase": "",
+                          "side_query": False})  # fmt: skip
+    client.force_login(make_user("viewer", role="viewer"))
+    page = client.get(f"/routing/{entry.pk}/").content.decode()
+    for text in ("list_rules", "get_rule", "delete_rule", "needs a delete action", "loyalty", "4680 saved"):
+        assert text in page
+
+
+def make_workflow(owner, **changes) -> Workflow:
+    conversation = Conversation.objects.create(owner=owner)
+    workflow = start_workflow(conversation=conversation, owner=owner, kind="rule", phase="draft")
+    Workflow.objects.filter(pk=workflow.pk).update(**changes)
+    workflow.refresh_from_db()
+    return workflow
+
+
+def test_workflows_list_phase_version_and_time_to_expiry_with_filters(client):
+    owner = make_user("owner", role="operator")
+    active = make_workflow(owner)
+    make_workflow(owner, status=Workflow.Status.CANCELLED, kind="refund")
+    client.force_login(make_user("viewer", role="viewer"))
+    page = client.get("/workflows/").content.decode()
+    assert f'id="workflow-{active.pk}"' in page and "draft" in page and "in 59" in page
+    assert ">Cancel</button>" not in page  # a viewer has no cancel control
+    filtered = client.get("/workflows/", {"status": "cancelled"}).content.decode().split('id="workflow-table"')[1]
+    assert "refund" in filtered and f'id="workflow-{active.pk}"' not in filtered
+
+
+def test_a_viewer_cannot_cancel_a_workflow(client):
+    workflow = make_workflow(make_user("owner", role="operator"))
+    client.force_login(make_user("viewer", role="viewer"))
+    assert client.post(f"/workflows/{workflow.pk}/cancel", {"version": workflow.version}).status_code == 403
+    assert Workflow.objects.get(pk=workflow.pk).status == Workflow.Status.ACTIVE
+
+
+def test_an_operator_cancels_and_a_stale_version_is_409_for_htmx_and_a_message_otherwise(client):
+    operator = make_user("operator", role="operator")
+    workflow = make_workflow(operator)
+    client.force_login(operator)
+    stale = client.post(f"/workflows/{workflow.pk}/cancel", {"version": workflow.version + 5},
+                        headers={"HX-Request": "true"})  # fmt: skip
+    assert stale.status_code == 409 and "version" in stale.content.decode()
+    response = client.post(f"/workflows/{workflow.pk}/cancel", {"version": workflow.version + 5}, follow=True)
+    assert "version" in response.content.decode().split('class="messages"')[1].split("</ul>")[0]
+    done = client.post(
+        f"/workflows/{workflow.pk}/cancel", {"version": workflow.version}, headers={"HX-Request": "true"}
+    )
+    assert done.status_code == 200 and "cancelled" in done.content.decode()
+    assert Workflow.objects.get(pk=workflow.pk).status == Workflow.Status.CANCELLED
+
+
+def test_the_overview_shows_live_counters_and_charts(client):
+    log("What is 15 + 27?", turn_ms=40, steward_ms=3, catalog_schema_tokens=1000, loaded_schema_tokens=100)
+    client.force_login(make_user("viewer", role="viewer"))
+    page = client.get("/").content.decode()
+    assert 'ws-connect="/ws/overview/"' in page and 'id="overview-live"' in page
+    assert "<svg" in page and "<polyline" in page and "900</span> schema tokens saved" in page

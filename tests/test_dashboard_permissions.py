@@ -1,0 +1,107 @@
+"""Every catalog dashboard endpoint: anonymous -> login; a viewer reads but gets 403 on every write, htmx or not."""
+
+import datetime
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from agents.models import RoutingLog
+from catalog.models import Domain, KnowledgeSnippet, PolicyVersion
+from catalog.policies import record_policy_version
+from tests.builders import make_policy, make_tool, make_user
+
+pytestmark = pytest.mark.django_db
+
+PAGES = [
+    "/catalog/",
+    "/catalog/get_weather/",
+    "/policies/",
+    "/policies/get_weather/",
+    "/policies/get_weather/rollback/1/",
+    "/knowledge/",
+    "/knowledge/?show=all",
+    "/knowledge/export.csv",
+    "/knowledge/points-expire/",
+]
+WRITES = [
+    "/policies/get_weather/",
+    "/policies/get_weather/simulate",
+    "/policies/get_weather/rollback/1/",
+    "/knowledge/points-expire/",
+    "/knowledge/points-expire/review",
+]
+POLICY_POST = {"status": "rejected", "operation": "read", "risk": "low", "domains": ["general"], "note": "deny",
+               "base_version": "2", "replay": "5"}  # fmt: skip
+SNIPPET_POST = {"title": "Points expire", "text": "Changed.", "source": "handbook", "owner": "team",
+                "action": "answer", "review_interval_days": "30"}  # fmt: skip
+
+
+@pytest.fixture
+def data():
+    policy = make_policy(make_tool("get_weather"))
+    policy.risk = "medium"
+    policy.save()
+    record_policy_version(policy, note="v2")
+    domain = Domain.objects.create(name="loyalty", title="Loyalty")
+    snippet = KnowledgeSnippet.objects.create(
+        domain=domain, action="answer", title="Points expire", text="Old.", source="handbook", owner="team",
+        last_reviewed=timezone.localdate() - datetime.timedelta(days=100), review_interval_days=30,
+    )  # fmt: skip
+    RoutingLog.objects.create(query="weather", decision={"action": "get", "domains": ["general"], "confidence": 0.9})
+    return policy, snippet
+
+
+def state(policy, snippet):
+    """Everything a write could change."""
+    policy.refresh_from_db()
+    snippet.refresh_from_db()
+    return (policy.version, policy.status, policy.risk, PolicyVersion.objects.count(),
+            KnowledgeSnippet.objects.count(), snippet.last_reviewed, snippet.reviewed_by_id)  # fmt: skip
+
+
+@pytest.mark.parametrize("url", sorted(set(PAGES + WRITES)))
+@pytest.mark.parametrize("method", ["get", "post"])
+def test_anonymous_requests_redirect_to_login(client, data, url, method):
+    response = getattr(client, method)(url)
+    assert response.status_code == 302
+    assert response.url.startswith("/login/?next=")
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_viewer_reads_every_page(client, data, url):
+    client.force_login(make_user("watcher", role="viewer"))
+    expected = 403 if "/rollback/" in url else 200  # the rollback confirm page is part of editing
+    assert client.get(url).status_code == expected
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_viewer_gets_403_on_every_write_and_nothing_changes(client, data, htmx):
+    policy, snippet = data
+    client.force_login(make_user("watcher", role="viewer"))
+    before = state(policy, snippet)
+    headers = {"HX-Request": "true"} if htmx else {}
+    for url in WRITES:
+        body = SNIPPET_POST if url.startswith("/knowledge/") else POLICY_POST
+        assert client.post(url, body, headers=headers).status_code == 403, url
+    assert state(policy, snippet) == before
+
+
+def test_operator_can_use_every_write(client, data):
+    policy, snippet = data
+    client.force_login(make_user("op", role="operator"))
+    statuses = {url: client.post(url, SNIPPET_POST if url.startswith("/knowledge/") else POLICY_POST).status_code
+                for url in WRITES}  # fmt: skip
+    assert statuses == {
+        "/policies/get_weather/": 302,
+        "/policies/get_weather/simulate": 200,
+        "/policies/get_weather/rollback/1/": 302,
+        "/knowledge/points-expire/": 302,
+        "/knowledge/points-expire/review": 302,
+    }
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_a_user_without_any_role_gets_403(client, data, url):
+    client.force_login(get_user_model().objects.create_user("nobody", password="a-long-test-password"))
+    assert client.get(url).status_code == 403
