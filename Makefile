@@ -43,7 +43,9 @@ test: setup $(CHROMIUM)
 # recall against the baselines, then search latency at 2,923 and 10,000 tools.
 bench: setup
 	$(PY) manage.py route_eval --catalog $(BENCH_DIR)/catalog.json --queries $(BENCH_DIR)/dev.jsonl --compare
+	$(PY) manage.py route_eval --catalog $(BENCH_DIR)/catalog.json --queries $(BENCH_DIR)/dev.jsonl --split-history
 	$(PY) manage.py route_bench --tools 2923 --bench-dir $(BENCH_DIR)
+	$(PY) manage.py route_bench --tools 2923 --bench-dir $(BENCH_DIR) --history $(BENCH_DIR)/dev.jsonl
 	$(PY) manage.py route_bench --tools 10000 --bench-dir $(BENCH_DIR)
 	$(PY) tests/bench/api_bench.py
 
