@@ -116,8 +116,8 @@ def test_a_user_without_any_role_gets_403(client, data, url):
 
 
 def test_every_catalog_url_is_classified_as_read_or_write():
-    """A new endpoint cannot be added without deciding which list (and so which test) it belongs to."""
-    names = {pattern.name for pattern in catalog_urls.urlpatterns} | {"policy-simulate"}
+    """A new endpoint of these pages cannot be added without deciding which list (and so which test) it belongs to."""
+    names = {p.name for p in catalog_urls.urlpatterns if p.callback.__module__ == "catalog.views"} | {"policy-simulate"}
     assert names == set(READ_NAMES) | set(WRITE_NAMES)
     assert sorted(reverse(name, args=args) for name, args in WRITE_NAMES.items()) == sorted(WRITES)
 
