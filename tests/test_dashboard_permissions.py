@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from agents.models import RoutingLog
 from catalog import urls as catalog_urls
-from catalog.models import Domain, KnowledgeSnippet, PolicyVersion
+from catalog.examples import add_example
+from catalog.models import Domain, KnowledgeSnippet, PolicyVersion, ToolExample
 from catalog.policies import record_policy_version
 from tests.builders import make_policy, make_tool, make_user
 
@@ -39,6 +40,8 @@ READ_NAMES = {"catalog": [], "tool-detail": ["get_weather"], "policies": [], "kn
 WRITE_NAMES = {"policy-detail": ["get_weather"], "policy-simulate": ["get_weather"],
                "policy-rollback": ["get_weather", 1], "knowledge-detail": ["points-expire"],
                "knowledge-review": ["points-expire"]}  # fmt: skip
+# The tool-example endpoints of catalog.views (the learning pages) need the example's id: see their test below.
+EXAMPLE_WRITE_NAMES = ("tool-example-add", "tool-example-edit", "tool-example-delete")
 POLICY_POST = {"status": "rejected", "operation": "read", "risk": "low", "domains": ["general"], "note": "deny",
                "base_version": "2", "replay": "5"}  # fmt: skip
 SNIPPET_POST = {"title": "Points expire", "text": "Changed.", "source": "handbook", "owner": "team",
@@ -118,7 +121,7 @@ def test_a_user_without_any_role_gets_403(client, data, url):
 def test_every_catalog_url_is_classified_as_read_or_write():
     """A new endpoint of these pages cannot be added without deciding which list (and so which test) it belongs to."""
     names = {p.name for p in catalog_urls.urlpatterns if p.callback.__module__ == "catalog.views"} | {"policy-simulate"}
-    assert names == set(READ_NAMES) | set(WRITE_NAMES)
+    assert names == set(READ_NAMES) | set(WRITE_NAMES) | set(EXAMPLE_WRITE_NAMES)
     assert sorted(reverse(name, args=args) for name, args in WRITE_NAMES.items()) == sorted(WRITES)
 
 
@@ -126,3 +129,15 @@ def test_every_catalog_url_is_classified_as_read_or_write():
 def test_read_only_pages_refuse_posts(client, data, name):
     client.force_login(make_user("op", role="operator"))
     assert client.post(reverse(name, args=READ_NAMES[name])).status_code == 405
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+def test_viewer_gets_403_on_every_tool_example_write(client, data, htmx):
+    example = add_example(tool="get_weather", text="will it rain in Hue tomorrow", approved=True).example
+    client.force_login(make_user("watcher", role="viewer"))
+    headers = {"HX-Request": "true"} if htmx else {}
+    for name in EXAMPLE_WRITE_NAMES:
+        args = ["get_weather"] if name == "tool-example-add" else ["get_weather", example.pk]
+        response = client.post(reverse(name, args=args), {"text": "changed", "approved": "on"}, headers=headers)
+        assert response.status_code == 403, name
+    assert list(ToolExample.objects.values_list("text", "approved")) == [("will it rain in Hue tomorrow", True)]
