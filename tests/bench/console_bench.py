@@ -93,16 +93,27 @@ class Probe:
             opcode = head[0] & 0x0F
             if opcode == 0x8:  # close
                 return
+            if opcode == 0x9:  # Daphne pings every 20 s and drops a socket that never answers
+                self.send_frame(0xA, payload)
+                continue
             if opcode in (0x1, 0x0):
                 text += payload
                 if head[0] & 0x80:  # final fragment
                     self.messages.append((time.time(), text.decode()))
                     text = b""
 
+    def send_frame(self, opcode: int, payload: bytes) -> None:
+        mask = os.urandom(4)  # client frames are masked; payloads here are under 126 bytes
+        masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
+        self.writer.write(bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked)
+
     async def close(self) -> None:
-        self.writer.write(bytes([0x88, 0x80]) + os.urandom(4))  # a masked close frame, no payload
-        await self.writer.drain()
         self.task.cancel()
+        try:
+            self.send_frame(0x8, b"")
+            await self.writer.drain()
+        except OSError:
+            pass  # already closed by the server
         self.writer.close()
 
 
