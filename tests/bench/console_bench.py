@@ -207,7 +207,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3, help="turns watched, each by fresh sockets (default 3)")
     parser.add_argument("--gets", type=int, default=50, help="GETs of each console page (default 50)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a turn may take to reach every socket")
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/1")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     args = parser.parse_args()
 
     database = f"toolhub_consolebench_{os.getpid()}"
