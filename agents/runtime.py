@@ -5,6 +5,7 @@ emits an event through events.emit. A finished turn is never run again; a
 turn found running (a worker died mid-turn) restarts cleanly.
 """
 
+import dataclasses
 import json
 import logging
 
@@ -16,7 +17,7 @@ from catalog.bundle import build_bundle
 from catalog.decision import RoutingDecision
 from catalog.knowledge import select_snippets
 
-from . import approvals, memory, prompt
+from . import approvals, flows, learning, memory, prompt
 from .budget import token_budget
 from .events import emit
 from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
@@ -24,7 +25,8 @@ from .providers import ToolCall, TurnHints, get_provider
 from .router import ConversationState
 from .routing_log import record_analysis, record_outcome
 from .steward import Intent, StewardContext, StewardResult, analyze, current_time_context
-from .tool_calls import execute
+from .tool_calls import CallOutcome, execute
+from .workflows import WorkflowError
 
 log = logging.getLogger(__name__)
 EventType = TurnEvent.Type
@@ -43,12 +45,7 @@ def model_profile(conversation) -> ModelProfile:
     )
 
 
-def conversation_state(conversation) -> ConversationState:
-    workflow = (
-        Workflow.objects.filter(conversation=conversation, status=Workflow.Status.ACTIVE, expires_at__gt=timezone.now())
-        .order_by("-updated_at")
-        .first()
-    )
+def conversation_state(workflow) -> ConversationState:
     if workflow is None:
         return ConversationState()
     return ConversationState(workflow.kind, workflow.phase, workflow.state.get("action", "create"))
@@ -124,20 +121,24 @@ class TurnRun:
         self.turn_model = get_provider()
         Turn.objects.filter(pk=self.turn.id).update(model=self.turn_model.label)
         # One view of the catalog for the whole turn: the steward ranks and the bundle decides on the same.
-        self.context = StewardContext.current()
+        self.context = StewardContext.current(owner_id=self.conversation.owner_id)
         self.entries = self.context.entries
+        self.entry_of = {entry.name: entry for entry in self.entries}
+        self.workflow = flows.active_workflow(self.conversation)
         if resuming:
             self.routing = RoutingLog.objects.get(turn=self.turn)
-            analysis = self.recorded_analysis(user_text)
-            bundle = build_bundle(analysis.decision, self.entries, recommended=self.routing.exposed)
+            self.analysis = self.recorded_analysis(user_text)
+            bundle = self.build(self.routing.exposed)
             self.status("resumed", "▶ Resuming after the approval decision")
         else:
-            analysis = self.consult_steward(user_text)
-            bundle = build_bundle(analysis.decision, self.entries, recommended=analysis.recommended_tools)
+            self.analysis = self.consult_steward(user_text)
+            self.start_flow_if_asked()
+            bundle = self.build(self.analysis.recommended_tools)
             self.routing = record_analysis(
-                analysis, query=user_text, turn=self.turn, bundle=bundle, two_stage=self.two_stage
+                self.analysis, query=user_text, turn=self.turn, bundle=bundle, two_stage=self.two_stage
             )
             self.announce(bundle)
+        analysis = self.analysis
         self.called = list(self.routing.called)
         knowledge = select_snippets(analysis.decision, budget_tokens=profile.reserved_result_tokens // 2)
         if knowledge and not resuming:
@@ -148,7 +149,7 @@ class TurnRun:
         history[user_index] = {**history[user_index], "content": prompt.enrich(
             user_text, recommended=analysis.recommended_tools, context=analysis.context)}  # fmt: skip
         hints = TurnHints(user_text, analysis.recommended_tools, tuple(knowledge), analysis.context)
-        self.analysis, self.profile = analysis, profile
+        self.profile = profile
         if resuming:
             self.settle_decided_calls(history, bundle)
         answer = self.model_loop(history, bundle, knowledge, hints)
@@ -159,6 +160,29 @@ class TurnRun:
         record_outcome(self.routing, called=self.called, turn_ms=duration)
         Turn.objects.filter(pk=self.turn.id).update(status=Turn.Status.DONE, finished_at=timezone.now())
         emit(self.turn.id, EventType.DONE, phase="done", status=Turn.Status.DONE, content=answer, turn_ms=duration)
+        learning.learn_from_turn(self.turn.id)  # a good turn teaches its request; never raises
+
+    def build(self, recommended):
+        """The bundle for the decision at the workflow's current phase (and its staged choices)."""
+        self.workflow_changed = False
+        decision = self.analysis.decision
+        phase = self.workflow.phase if self.workflow and self.workflow.status == Workflow.Status.ACTIVE else ""
+        if decision.phase != phase:
+            decision = dataclasses.replace(decision, phase=phase, side_query=decision.side_query and bool(phase))
+            self.analysis = dataclasses.replace(self.analysis, decision=decision)
+        choices = self.workflow.state.get("choices", {}) if phase else None
+        return build_bundle(decision, self.entries, recommended=recommended, choices=choices)
+
+    def start_flow_if_asked(self) -> None:
+        """A confident create whose recommended tools a staged flow stands in for starts that flow."""
+        if self.workflow is not None:
+            return
+        flow = flows.flow_to_start(self.analysis.decision, self.analysis.recommended_tools)
+        if flow is None:
+            return
+        self.workflow = flows.start_flow(self.conversation, flow)
+        self.status("workflow", f"📝 Started {flow.kind} at step {self.workflow.phase}", workflow_id=self.workflow.pk,
+                    kind=flow.kind, workflow_phase=self.workflow.phase, version=self.workflow.version)  # fmt: skip
 
     def announce(self, bundle) -> None:
         emit(
@@ -217,7 +241,7 @@ class TurnRun:
 
     @property
     def state(self) -> ConversationState:
-        return conversation_state(self.conversation)
+        return conversation_state(self.workflow)
 
     def fit(self, system: str, tools: list[dict], history: list[dict], profile) -> list[dict]:
         system_tokens, tool_tokens = prompt.prompt_tokens(system, tools)
@@ -269,8 +293,8 @@ class TurnRun:
                 found += outcome.found
                 transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
                 self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id)
-            if found:
-                bundle = build_bundle(self.analysis.decision, self.entries, recommended=[*bundle.loaded_names, *found])
+            if found or self.workflow_changed:
+                bundle = self.build([*bundle.loaded_names, *found])
                 RoutingLog.objects.filter(pk=self.routing.pk).update(exposed=list(bundle.loaded_names))
             if waiting:
                 self.pause()
@@ -303,8 +327,10 @@ class TurnRun:
 
     def settle_decided_calls(self, history: list[dict], bundle) -> None:
         """After a decision: run the approved calls, tell the model about the denied ones."""
-        answered = {m.get("tool_call_id") for m in history if m["role"] == "tool"}
-        last = next(m for m in reversed(history) if m["role"] == "assistant" and m.get("tool_calls"))
+        # Only the answers after the paused step count: some servers reuse call ids ("call_0") every step.
+        at = max(i for i, m in enumerate(history) if m["role"] == "assistant" and m.get("tool_calls"))
+        last = history[at]
+        answered = {m.get("tool_call_id") for m in history[at + 1 :] if m["role"] == "tool"}
         decisions = {a.tool_call_id: a for a in ToolApproval.objects.filter(turn=self.turn)}
         for raw in last["tool_calls"]:
             if raw["id"] in answered:
@@ -331,14 +357,60 @@ class TurnRun:
         if not silent and call.name != settings.TOOLHUB_WEB_SEARCH_TOOL:
             self.status("tool", f"🔧 Using {call.name}", tool_name=call.name, arguments=_arguments(call))
         emit(self.turn.id, EventType.TOOL_CALL, phase="tool", tool_name=call.name, arguments=_arguments(call))
-        outcome = execute(
-            call, bundle, emit=tool_emit, max_result_tokens=self.profile.reserved_result_tokens, approved=approved
-        )
+
+        def run_call() -> CallOutcome:
+            return execute(
+                call, bundle, emit=tool_emit, max_result_tokens=self.profile.reserved_result_tokens, approved=approved
+            )
+
+        step = flows.step_of(self.entry_of.get(call.name), self.workflow) if bundle.holds(call.name) else None
+        outcome = self.run_step(step, call, run_call) if step else run_call()
         if not outcome.refused:
             self.called.append(call.name)
         emit(self.turn.id, EventType.TOOL_RESULT, phase="tool", tool_name=call.name, is_error=outcome.is_error,
              refused=outcome.refused, content=outcome.content[:2000])  # fmt: skip
         return outcome
+
+    def run_step(self, step: flows.Step, call, run_call) -> CallOutcome:
+        """The current phase's step tool: record a type choice, or run it and move the workflow on."""
+        workflow = self.workflow
+        arguments = _arguments(call)
+        try:
+            choices = flows.type_choices(self.entry_of[call.name], arguments, workflow) if isinstance(
+                arguments, dict) else {}  # fmt: skip
+            if choices:
+                self.workflow = flows.record_choices(workflow, choices)
+                self.workflow_changed = True
+                chosen = ", ".join(f"{name}: {kind}" for name, kind in choices.items())
+                self.status("workflow", f"📝 Chose {chosen}", workflow_id=workflow.pk, choices=choices,
+                            version=self.workflow.version)  # fmt: skip
+                return CallOutcome(content=json.dumps({"chosen": choices, "next": (
+                    f"Call {call.name} again with the fields of the chosen type; ask the user for any you do "
+                    "not have, never invent them.")}))  # fmt: skip
+            if step.submits:
+                try:
+                    result = flows.submit(step, workflow, run_call)
+                except flows.StepFailed as failed:
+                    return failed.outcome
+                self.workflow = None
+                self.workflow_changed = True
+                self.status("workflow", f"✅ {workflow.kind} submitted", workflow_id=workflow.pk)
+                return CallOutcome(content=result["content"])
+            outcome = run_call()
+            if outcome.is_error:
+                return outcome
+            self.workflow = flows.advance_after(step, workflow, outcome.content)
+            self.workflow_changed = True
+            self.status("workflow", f"📝 {workflow.kind}: next step {self.workflow.phase}", workflow_id=workflow.pk,
+                        workflow_phase=self.workflow.phase, version=self.workflow.version)  # fmt: skip
+            return outcome
+        except WorkflowError as exc:
+            # Another request changed (or closed) the workflow first: nothing is overwritten; the user retries.
+            self.workflow = flows.active_workflow(self.conversation)
+            self.workflow_changed = True
+            self.status("workflow_conflict", f"⚠️ {exc} Please send your last message again.",
+                        workflow_id=workflow.pk)  # fmt: skip
+            return CallOutcome(content=json.dumps({"error": f"{exc} Ask the user to retry."}), is_error=True)
 
     def save_message(self, role: str, content: str, **fields) -> Message:
         data = {"role": role, "content": content or "", **fields}

@@ -46,11 +46,11 @@ def schema_problem(arguments: dict, schema: dict) -> str | None:
     missing = [name for name in schema.get("required", []) if name not in arguments]
     if missing:
         return f"Missing required arguments: {', '.join(missing)}. Ask the user for them; do not invent values."
-    try:
-        jsonschema.validate(arguments, schema, cls=jsonschema.Draft202012Validator)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(part) for part in exc.absolute_path) or "arguments"
-        return f"Invalid arguments at {where}: {exc.message}"
+    # The schema itself was checked when the tool was saved; checking it again on every call costs ~2 ms.
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(arguments))
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "arguments"
+        return f"Invalid arguments at {where}: {error.message}"
     return None
 
 

@@ -16,4 +16,5 @@ urlpatterns = [
     path("v1/models", api.models, name="api-models"),
     path("v1/approvals/<int:approval_id>", csrf_exempt(api.approval), name="api-approval"),
     path("approvals/<int:approval_id>/decide", views.decide, name="approval-decide"),
+    path("policies/<str:name>/simulate", views.policy_simulation, name="policy-simulate"),
 ]

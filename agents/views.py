@@ -1,4 +1,5 @@
-"""Dashboard pages about conversations: overview, live console, routing log, workflows, approval decisions.
+"""Dashboard pages about conversations: overview, live console, routing log, workflows, approval decisions,
+and the policy simulation (it replays RoutingLogs).
 
 Thin: check the permission, parse the form, call a logic module
 (agents.console, agents.overview, agents.turns, agents.approvals,
@@ -14,7 +15,10 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from catalog.decision import RoutingDecision, current_catalog
+from catalog.forms import PolicyForm
 from catalog.models import Tool
+from catalog.policies import Replay, simulate_policy, snapshot_changes
 from catalog.selectors import catalog_schema_tokens, stale_snippets, tools_needing_policy
 
 from . import console
@@ -29,6 +33,7 @@ from .workflows import WorkflowError, cancel_workflow, http_status_for
 CHAT_PERMISSION = "agents.add_turn"
 ROUTING_PAGE_SIZE = 200
 WORKFLOW_PAGE_SIZE = 200
+DEFAULT_REPLAY = 20  # logged requests a policy simulation replays unless the form asks for another number
 
 
 def _back(request, default: str) -> str:
@@ -197,3 +202,26 @@ def workflow_cancel(request, workflow_id: int):
     else:
         messages.success(request, f"Workflow {workflow.pk} cancelled.")
     return redirect(_back(request, "workflows"))
+
+
+@login_required
+@permission_required("catalog.change_toolpolicy", raise_exception=True)
+@require_POST
+def policy_simulation(request, name: str):
+    """Replay the last N RoutingLogs under the posted draft policy; returns the policy page's simulation part."""
+    tool = get_object_or_404(Tool.objects.select_related("policy"), name=name)
+    form = PolicyForm(request.POST, policy=getattr(tool, "policy", None), for_simulation=True)
+    context = {"tool": tool, "sim_form": form}
+    if form.is_valid():
+        count = form.cleaned_data["replay"] or DEFAULT_REPLAY
+        logs = list(RoutingLog.objects.only("query", "decision", "recommended", "created_at")[:count])
+        replays = [Replay(RoutingDecision.from_dict(log.decision), tuple(log.recommended)) for log in logs]
+        results = simulate_policy(tool.name, form.draft(), replays, catalog=current_catalog())
+        context |= {
+            "rows": list(zip(logs, results, strict=True)),
+            "changed_count": sum(result.changed for result in results),
+            "token_change": sum(result.token_change for result in results),
+            "draft_changes": snapshot_changes(form.current, form.draft()),
+        }
+    template = "catalog/policy_detail.html#simulation" if request.htmx else "catalog/policy_simulation.html"
+    return render(request, template, context)

@@ -29,6 +29,17 @@ class RoutingDecision:
             "side_query": self.side_query,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "RoutingDecision":
+        """The inverse of as_dict (a RoutingLog stores that form)."""
+        return cls(
+            action=data.get("action", Action.ANSWER),
+            domains=frozenset(data.get("domains", ())),
+            confidence=float(data.get("confidence", 0.0)),
+            phase=data.get("phase", ""),
+            side_query=bool(data.get("side_query", False)),
+        )
+
 
 @dataclass(frozen=True)
 class PolicyView:

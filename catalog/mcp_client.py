@@ -1,12 +1,12 @@
 """Talk to MCP servers: list their tools and call them, one connection per server per worker process.
 
-Sync callers (Celery tasks, management commands) use `call_tool` and
-`list_tools`; async callers use `acall_tool`. The SDK's ClientSession lives
+Sync callers (Celery tasks, management commands) use `call_tool`,
+`connect` and `list_tools`; async callers use `acall_tool`. The SDK's ClientSession lives
 on one background event-loop thread per process: a connection opens on first
 use, stays open, and is opened again when its server process died or the
 server's settings changed. `call_tool` never raises: protocol errors, crashes
 and timeouts come back as McpCallResult(is_error=True) with a message saying
-what happened. `list_tools` raises McpServerUnavailable instead, so a failed
+what happened. `connect` and `list_tools` raise McpServerUnavailable instead, so a failed
 listing is never mistaken for an empty one. Never touches the database.
 """
 
@@ -384,6 +384,25 @@ async def acall_tool(server, name: str, arguments: dict) -> McpCallResult:
         return McpCallResult(f"{problem} {name} was not run.", is_error=True)
     future = _loop_thread().submit(_call(Endpoint.of(server), name, arguments, mcp_timeout()))
     return await asyncio.wrap_future(future)
+
+
+async def _connect(endpoint: Endpoint, timeout: float) -> None:
+    await _loop_thread().connection(endpoint, timeout).ready_session(timeout)
+
+
+def connect(server) -> None:
+    """Open the connection to `server` (or reuse the open one); raises McpServerUnavailable when it cannot."""
+    problem = _problem(server)
+    if problem:
+        raise McpServerUnavailable(problem)
+    timeout = mcp_timeout()
+    future = _loop_thread().submit(_connect(Endpoint.of(server), timeout))
+    try:
+        future.result(timeout + _GRACE_SECONDS)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        message = f"MCP server {server.name!r} did not finish starting within {timeout:g} s."
+        raise McpServerUnavailable(message) from None
 
 
 def list_tools(server) -> list[dict]:

@@ -1,26 +1,40 @@
-"""Keep the catalog in step with what each MCP server serves, all or nothing per server.
+"""Keep the catalog in step with what each MCP server serves, and record the sync's progress on its row.
 
 New tools arrive without a policy (denied until an operator approves one); a
 tool whose definition changed is updated and its policy goes back to draft;
 a tool the server stopped serving is disabled, never deleted, and enabled
-again if it comes back. Never creates or approves a policy, and never talks
-to a server inside a database transaction.
+again if it comes back. A listed tool with an invalid name or schema is
+rejected with the reason and the others are imported; a name another server
+or a builtin tool owns rejects the whole listing (nothing written).
+
+Tools are written in batches of SYNC_BATCH, each in its own transaction, so
+the page sees "importing n of N" as it goes. A sync stopped half-way leaves
+the tools written so far (new ones unpolicied, so denied) and the server's
+lists as they were; the next sync completes it. One sync of a server runs at
+a time: it claims the row's sync phase in the database first. Never creates
+or approves a policy, and never talks to a server inside a transaction.
 """
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from .mcp_client import McpServerUnavailable, list_tools
-from .models import McpServer, Tool, ToolPolicy
+from .mcp_client import McpServerUnavailable, connect, list_tools
+from .models import RUNNING_SYNC_PHASES, McpServer, Tool, ToolPolicy
 from .policies import record_policy_version
 from .schemas import validate_input_schema, validate_tool_name
 from .tokens import canonical_json
 
 SCHEMA_CHANGED_NOTE = "schema changed on the MCP server"
+SYNC_BATCH = 100
+# A sync whose row has not moved for this long is taken to be dead (its worker stopped); another may start.
+STALE_SYNC = datetime.timedelta(minutes=5)
+Phase = McpServer.SyncPhase
 
 
 @dataclass
@@ -30,6 +44,7 @@ class SyncResult:
     changed: list[str] = field(default_factory=list)
     disabled: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    rejected: dict[str, str] = field(default_factory=dict)  # tool name -> why it was not imported
     error: str = ""
 
     @property
@@ -39,30 +54,49 @@ class SyncResult:
     def summary(self) -> str:
         if self.error:
             return f"sync failed: {self.error}"
-        return (
+        text = (
             f"{len(self.new)} new, {len(self.changed)} changed, "
             f"{len(self.disabled)} disabled, {len(self.unchanged)} unchanged"
         )
+        if self.rejected:
+            reasons = "; ".join(f"{name}: {why}" for name, why in self.rejected.items())
+            text += f", {len(self.rejected)} rejected ({reasons})"
+        return text
+
+    def report(self) -> dict:
+        """What the row keeps of this sync for the page (sync_report)."""
+        return {
+            "new": self.new,
+            "changed": self.changed,
+            "disabled": self.disabled,
+            "unchanged": len(self.unchanged),
+            "rejected": self.rejected,
+            "error": self.error,
+        }
 
 
 class SyncRejected(Exception):
     """What the server listed cannot be taken into the catalog; nothing was written."""
 
 
-def _listing_problems(listed: list[dict]) -> list[str]:
-    problems, seen = [], set()
+def _split_listing(listed: list[dict]) -> tuple[list[dict], dict[str, str]]:
+    """(the tools that can be imported, {name: reason} of those that cannot)."""
+    rejected: dict[str, str] = {}
+    counts: dict[object, int] = {}
+    for tool in listed:
+        counts[tool.get("name")] = counts.get(tool.get("name"), 0) + 1
     for index, tool in enumerate(listed):
         name = tool.get("name")
+        label = name if isinstance(name, str) and name else f"#{index}"
+        if counts[name] > 1:
+            rejected[label] = "listed more than once"
+            continue
         try:
             validate_tool_name(name)
             validate_input_schema(tool.get("input_schema"))
         except Exception as exc:  # ValidationError, or a schema that is not even JSON-like
-            messages = getattr(exc, "messages", [str(exc)])
-            problems.append(f"{name or f'#{index}'}: {'; '.join(messages)}")
-        if name in seen:
-            problems.append(f"{name}: listed twice")
-        seen.add(name)
-    return problems
+            rejected[label] = "; ".join(getattr(exc, "messages", [str(exc)]))
+    return [tool for tool in listed if tool.get("name") not in rejected], rejected
 
 
 def _definition(name: str, description: str, schema: dict) -> str:
@@ -79,31 +113,26 @@ def _send_policy_back_to_draft(tool: Tool) -> None:
     record_policy_version(policy, note=SCHEMA_CHANGED_NOTE)
 
 
-def _conflicts(server: McpServer, listed: list[dict], existing: dict[str, Tool]) -> list[str]:
+def _conflicts(server: McpServer, names: list[str]) -> list[str]:
     owners = {
         name: other.name
         for other in McpServer.objects.exclude(pk=server.pk).only("name", "tool_names")
         for name in other.tool_names
     }
     ours = set(server.tool_names) | set(server.missing_tool_names)
+    sources = dict(Tool.objects.filter(name__in=names).values_list("name", "source"))
     problems = []
-    for name in (tool["name"] for tool in listed):
+    for name in names:
         if name in owners:
             problems.append(f"{name}: already served by MCP server {owners[name]!r}")
-        elif name in existing and name not in ours and existing[name].source != Tool.Source.MCP:
-            problems.append(f"{name}: a {existing[name].source} tool of that name exists")
+        elif name in sources and name not in ours and sources[name] != Tool.Source.MCP:
+            problems.append(f"{name}: a {sources[name]} tool of that name exists")
     return problems
 
 
-def _apply(server: McpServer, listed: list[dict], result: SyncResult) -> None:
-    server = McpServer.objects.select_for_update().get(pk=server.pk)  # one sync of a server at a time
-    names = [tool["name"] for tool in listed]
-    existing = {tool.name: tool for tool in Tool.objects.filter(name__in=[*names, *server.tool_names])}
-    problems = _listing_problems(listed) or _conflicts(server, listed, existing)
-    if problems:
-        raise SyncRejected("the server's tool list was rejected, nothing changed: " + "; ".join(problems))
-    missing = set(server.missing_tool_names)
-    for data in listed:
+def _import_batch(batch: list[dict], missing: set[str], result: SyncResult) -> None:
+    existing = {tool.name: tool for tool in Tool.objects.filter(name__in=[tool["name"] for tool in batch])}
+    for data in batch:
         name, description, schema = data["name"], data["description"], data["input_schema"]
         tool = existing.get(name)
         if tool is None:
@@ -125,18 +154,44 @@ def _apply(server: McpServer, listed: list[dict], result: SyncResult) -> None:
         if redefined:
             _send_policy_back_to_draft(tool)
         result.changed.append(name)
-    gone = [name for name in server.tool_names if name not in set(names)]
-    for name in gone:
-        tool = existing.get(name)
-        if tool is not None and tool.enabled:
-            tool.enabled = False
-            tool.save(update_fields=["enabled", "updated_at"])
-            result.disabled.append(name)
+
+
+def _finish(server: McpServer, names: list[str], result: SyncResult) -> None:
+    server = McpServer.objects.select_for_update().get(pk=server.pk)
+    served = set(names)
+    gone = [name for name in server.tool_names if name not in served]
+    for tool in Tool.objects.filter(name__in=gone, enabled=True):
+        tool.enabled = False
+        tool.save(update_fields=["enabled", "updated_at"])
+        result.disabled.append(tool.name)
     server.tool_names = sorted(names)
-    server.missing_tool_names = sorted((missing | set(gone)) - set(names))
+    server.missing_tool_names = sorted((set(server.missing_tool_names) | set(gone)) - served)
     server.status, server.status_message = McpServer.Status.OK, result.summary()
     server.last_synced_at = timezone.now()
-    server.save(update_fields=["tool_names", "missing_tool_names", "status", "status_message", "last_synced_at"])
+    server.sync_phase, server.sync_report, server.sync_updated_at = Phase.DONE, result.report(), timezone.now()
+    server.save(
+        update_fields=[
+            "tool_names", "missing_tool_names", "status", "status_message", "last_synced_at",
+            "sync_phase", "sync_report", "sync_updated_at",
+        ]
+    )  # fmt: skip
+
+
+def _progress(server: McpServer, phase: str, **fields) -> None:
+    McpServer.objects.filter(pk=server.pk).update(sync_phase=phase, sync_updated_at=timezone.now(), **fields)
+
+
+def _claim(server: McpServer, phase: str, *, busy: frozenset[str]) -> bool:
+    """Move the row to `phase` unless a fresh sync is in one of the `busy` phases (one UPDATE)."""
+    now = timezone.now()
+    free = ~Q(sync_phase__in=busy) | Q(sync_updated_at__lt=now - STALE_SYNC) | Q(sync_updated_at=None)
+    fields = {"sync_phase": phase, "sync_done": 0, "sync_total": 0, "sync_report": {}, "sync_updated_at": now}
+    return bool(McpServer.objects.filter(free, pk=server.pk).update(**fields))
+
+
+def request_sync(server: McpServer) -> bool:
+    """Mark the server queued for a sync; False when one is already queued or running (enqueue nothing then)."""
+    return _claim(server, Phase.QUEUED, busy=RUNNING_SYNC_PHASES)
 
 
 def sync_server(server: McpServer) -> SyncResult:
@@ -144,17 +199,40 @@ def sync_server(server: McpServer) -> SyncResult:
     result = SyncResult(server=server.name)
     if not server.enabled:
         result.error = f"MCP server {server.name!r} is disabled; enable it to sync."
+        McpServer.objects.filter(pk=server.pk, sync_phase=Phase.QUEUED).update(
+            sync_phase=Phase.ERROR, sync_report=result.report(), sync_updated_at=timezone.now()
+        )
+        return result
+    if not _claim(server, Phase.CONNECTING, busy=RUNNING_SYNC_PHASES - {Phase.QUEUED}):
+        result.error = f"A sync of MCP server {server.name!r} is already running."
         return result
     try:
+        connect(server)
+        _progress(server, Phase.LISTING)
         listed = list_tools(server)
+        valid, result.rejected = _split_listing(listed)
+        names = [tool["name"] for tool in valid]
+        problems = _conflicts(server, names)
+        if problems:
+            raise SyncRejected("the server's tool list was rejected, nothing changed: " + "; ".join(problems))
+        _progress(server, Phase.IMPORTING, sync_total=len(valid))
+        missing = set(server.missing_tool_names)
+        for start in range(0, len(valid), SYNC_BATCH):
+            with transaction.atomic():
+                _import_batch(valid[start : start + SYNC_BATCH], missing, result)
+            _progress(server, Phase.IMPORTING, sync_done=min(start + SYNC_BATCH, len(valid)))
         with transaction.atomic():
-            _apply(server, listed, result)
+            _finish(server, names, result)
     except (McpServerUnavailable, SyncRejected) as exc:
         result = SyncResult(server=server.name, error=str(exc))
         McpServer.objects.filter(pk=server.pk).update(
-            status=McpServer.Status.ERROR, status_message=result.error, last_synced_at=timezone.now()
-        )
-    server.refresh_from_db(fields=["tool_names", "missing_tool_names", "status", "status_message", "last_synced_at"])
+            status=McpServer.Status.ERROR, status_message=result.error, last_synced_at=timezone.now(),
+            sync_phase=Phase.ERROR, sync_report=result.report(), sync_updated_at=timezone.now(),
+        )  # fmt: skip
+    except Exception as exc:  # a bug or a lost database: the page must not wait for a sync that ended
+        _progress(server, Phase.ERROR, sync_report={**result.report(), "error": f"{type(exc).__name__}: {exc}"})
+        raise
+    server.refresh_from_db()
     return result
 
 

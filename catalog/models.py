@@ -250,12 +250,23 @@ class McpServer(models.Model):
     `missing_tool_names` (what it stopped serving; those tools are disabled, never deleted)."""
 
     class Transport(models.TextChoices):
-        STDIO = "stdio"
+        STDIO = "stdio", "stdio"
         STREAMABLE_HTTP = "streamable_http", "streamable HTTP"
 
     class Status(models.TextChoices):
         NEVER = "never", "never synced"
-        OK = "ok"
+        OK = "ok", "OK"
+        ERROR = "error", "error"
+
+    class SyncPhase(models.TextChoices):
+        """Where the latest sync is; the running phases are RUNNING_SYNC_PHASES."""
+
+        IDLE = "idle"
+        QUEUED = "queued", "queued, waiting for a worker"
+        CONNECTING = "connecting"
+        LISTING = "listing", "listing tools"
+        IMPORTING = "importing"
+        DONE = "done"
         ERROR = "error"
 
     name = models.SlugField(max_length=64, unique=True)
@@ -275,6 +286,13 @@ class McpServer(models.Model):
     last_synced_at = models.DateTimeField(null=True, blank=True, editable=False, help_text="Last sync attempt.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.NEVER, editable=False)
     status_message = models.TextField(blank=True, editable=False)
+    sync_phase = models.CharField(max_length=16, choices=SyncPhase.choices, default=SyncPhase.IDLE, editable=False)
+    sync_done = models.PositiveIntegerField(default=0, editable=False, help_text="Tools imported so far.")
+    sync_total = models.PositiveIntegerField(default=0, editable=False, help_text="Tools the server listed.")
+    sync_report = models.JSONField(
+        default=dict, blank=True, editable=False, help_text="Latest sync: names new, changed, disabled, rejected."
+    )
+    sync_updated_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -284,6 +302,10 @@ class McpServer(models.Model):
 
     def __str__(self):
         return self.name
+
+    @property
+    def syncing(self) -> bool:
+        return self.sync_phase in RUNNING_SYNC_PHASES
 
     def clean(self):
         errors = {}
@@ -299,3 +321,58 @@ class McpServer(models.Model):
                 errors[field] = "Expected an object whose values are strings."
         if errors:
             raise ValidationError(errors)
+
+
+RUNNING_SYNC_PHASES = frozenset(
+    {
+        McpServer.SyncPhase.QUEUED,
+        McpServer.SyncPhase.CONNECTING,
+        McpServer.SyncPhase.LISTING,
+        McpServer.SyncPhase.IMPORTING,
+    }
+)
+
+
+class ToolExample(models.Model):
+    """A request a tool served (learned from a good turn, written by an operator, or imported).
+
+    Approved examples help search rank their tool (catalog.search_index); they never
+    change what policy allows. `turn_id` / `conversation_id` are plain numbers: the
+    catalog does not know the agents app. One row per tool and normalised text.
+    """
+
+    MAX_TEXT_CHARS = 1000
+
+    class Source(models.TextChoices):
+        OPERATOR = "operator"
+        LEARNED = "learned"
+        IMPORTED = "imported"
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="examples")
+    text = models.CharField(max_length=MAX_TEXT_CHARS)
+    text_key = models.CharField(max_length=64, editable=False, help_text="sha256 of the normalised text.")
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.OPERATOR)
+    approved = models.BooleanField(default=False)
+    seen_count = models.PositiveIntegerField(default=1, help_text="Times this request (or a near copy) was seen.")
+    turn_id = models.PositiveBigIntegerField(null=True, blank=True, help_text="The turn it was learned from.")
+    conversation_id = models.PositiveBigIntegerField(null=True, blank=True, db_index=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="tool_examples",
+        help_text="Whose traffic it came from (none: shared).",
+    )
+    model_name = models.CharField(max_length=200, blank=True)
+    vector = models.BinaryField(null=True, blank=True, help_text="float32 values, little-endian.")
+    dim = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tool", "-approved", "-created_at"]
+        constraints = [models.UniqueConstraint(fields=["tool", "text_key"], name="tool_example_text_unique")]
+
+    def __str__(self):
+        return f"{self.tool_id}: {self.text[:60]}"

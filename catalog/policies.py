@@ -1,16 +1,31 @@
-"""Writes to tool policies: every change becomes an immutable PolicyVersion.
+"""Writes to tool policies: every change becomes an immutable PolicyVersion; simulate a draft before saving.
 
 The active policy is ToolPolicy's row; `ToolPolicy.version` points at the
 PolicyVersion it equals. Rollback copies an old snapshot back and moves the
-pointer. Never edit a PolicyVersion.
+pointer. A draft is a snapshot-shaped dict (SNAPSHOT_FIELDS + domains) that
+is not saved yet. Never edit a PolicyVersion; never read agents' models here
+(simulation takes plain RoutingDecisions).
 """
+
+import dataclasses
+import logging
+from collections.abc import Sequence
 
 from django.db import transaction
 from django.db.models import Max
 
-from .models import Domain, PolicyVersion, ToolPolicy
+from .bundle import build_bundle
+from .decision import CatalogEntry, PolicyView, RoutingDecision
+from .models import Domain, PolicyVersion, Tool, ToolPolicy
+
+audit = logging.getLogger("toolhub.audit")
 
 SNAPSHOT_FIELDS = ("operation", "risk", "workflow_phases", "aliases", "requires_confirmation", "status")
+DIFF_FIELDS = ("status", "domains", "operation", "risk", "workflow_phases", "aliases", "requires_confirmation")
+
+
+class PolicyConflict(Exception):
+    """The policy moved to another version since the editor opened it."""
 
 
 def snapshot(policy: ToolPolicy) -> dict:
@@ -34,7 +49,30 @@ def record_policy_version(policy: ToolPolicy, *, author=None, note: str = "") ->
 
 
 @transaction.atomic
-def rollback_policy(policy: ToolPolicy, *, number: int) -> ToolPolicy:
+def save_policy_draft(tool: Tool, *, draft: dict, author, note: str, base_version: int) -> PolicyVersion:
+    """Apply `draft` to the tool's policy (creating it if the tool has none) and record a new version.
+
+    `base_version` is the version the editor started from; if the active version moved
+    since, raise PolicyConflict instead of overwriting someone else's change.
+    """
+    policy = ToolPolicy.objects.select_for_update().filter(tool=tool).first()
+    if (policy.version if policy else 0) != base_version:
+        raise PolicyConflict(
+            f"The policy of {tool.name} changed to version {policy.version if policy else 0} "
+            f"since you opened it (version {base_version}); reload and edit again."
+        )
+    if policy is None:
+        policy = ToolPolicy(tool=tool)
+    for field in SNAPSHOT_FIELDS:
+        setattr(policy, field, draft[field])
+    policy.full_clean(exclude=["tool", "domains"])
+    policy.save()
+    policy.domains.set(Domain.objects.filter(name__in=draft["domains"]))
+    return record_policy_version(policy, author=author, note=note)
+
+
+@transaction.atomic
+def rollback_policy(policy: ToolPolicy, *, number: int, user=None) -> ToolPolicy:
     """Make version `number` active again: copy its snapshot back, move the pointer."""
     policy = ToolPolicy.objects.select_for_update().get(pk=policy.pk)
     version = policy.versions.get(number=number)
@@ -42,7 +80,95 @@ def rollback_policy(policy: ToolPolicy, *, number: int) -> ToolPolicy:
     domain_names = data.pop("domains")
     for field, value in data.items():
         setattr(policy, field, value)
-    policy.version = version.number
+    previous, policy.version = policy.version, version.number
     policy.save()
     policy.domains.set(Domain.objects.filter(name__in=domain_names))
+    if user is not None:
+        audit.info("policy of %s rolled back from v%s to v%s by %s", policy.tool.name, previous, number, user)
     return policy
+
+
+def snapshot_changes(old: dict | None, new: dict) -> list[tuple[str, object, object]]:
+    """(field, before, after) for every field that differs; everything when there is no `old`."""
+    old = old or {}
+    return [(field, old.get(field), new.get(field)) for field in DIFF_FIELDS if old.get(field) != new.get(field)]
+
+
+def version_history(policy: ToolPolicy) -> list[tuple[PolicyVersion, list]]:
+    """Every version, newest first, with its changes against the version before it."""
+    versions = list(policy.versions.select_related("author").order_by("number"))
+    history, previous = [], None
+    for version in versions:
+        history.append((version, snapshot_changes(previous, version.snapshot)))
+        previous = version.snapshot
+    return history[::-1]
+
+
+def draft_view(draft: dict) -> PolicyView:
+    """The bundle rules' view of a draft policy."""
+    return PolicyView(
+        status=draft["status"],
+        operation=draft["operation"],
+        risk=draft["risk"],
+        domains=frozenset(draft["domains"]),
+        workflow_phases=tuple(draft["workflow_phases"]),
+        aliases=tuple(draft["aliases"]),
+        requires_confirmation=draft["requires_confirmation"],
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """One logged request to replay: its decision and the tools the steward recommended."""
+
+    decision: RoutingDecision
+    recommended: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulatedRequest:
+    """How one request's bundle changes under the draft (current catalog vs current catalog + draft)."""
+
+    loaded_added: tuple[str, ...]
+    loaded_removed: tuple[str, ...]
+    deferred_added: tuple[str, ...]
+    deferred_removed: tuple[str, ...]
+    tokens_before: int
+    tokens_after: int
+
+    @property
+    def token_change(self) -> int:
+        return self.tokens_after - self.tokens_before
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.loaded_added or self.loaded_removed or self.deferred_added or self.deferred_removed)
+
+
+def simulate_policy(
+    tool_name: str, draft: dict, replays: Sequence[Replay], *, catalog: Sequence[CatalogEntry]
+) -> list[SimulatedRequest]:
+    """Build each replayed request's bundle with the tool's current policy and with `draft`, and compare.
+
+    Tokens are the schema tokens of the loaded tools plus the archive listing the
+    deferred names, the two parts of the prompt a policy changes.
+    """
+    view = draft_view(draft)
+    drafted = [dataclasses.replace(entry, policy=view) if entry.name == tool_name else entry for entry in catalog]
+    results = []
+    for replay in replays:
+        before = build_bundle(replay.decision, catalog, recommended=replay.recommended)
+        after = build_bundle(replay.decision, drafted, recommended=replay.recommended)
+        loaded_before, loaded_after = set(before.loaded_names), set(after.loaded_names)
+        deferred_before, deferred_after = set(before.deferred_names), set(after.deferred_names)
+        results.append(
+            SimulatedRequest(
+                loaded_added=tuple(sorted(loaded_after - loaded_before)),
+                loaded_removed=tuple(sorted(loaded_before - loaded_after)),
+                deferred_added=tuple(sorted(deferred_after - deferred_before)),
+                deferred_removed=tuple(sorted(deferred_before - deferred_after)),
+                tokens_before=before.loaded_schema_tokens + before.archive_tokens,
+                tokens_after=after.loaded_schema_tokens + after.archive_tokens,
+            )
+        )
+    return results

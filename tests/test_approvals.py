@@ -72,7 +72,7 @@ def test_a_denied_call_is_reported_to_the_model(waiting_turn, django_capture_on_
     assert Turn.objects.get(pk=waiting_turn.pk).status == Turn.Status.DONE
 
 
-def test_an_approval_that_times_out_is_denied(waiting_turn, django_capture_on_commit_callbacks):
+def test_approval_that_times_out_is_denied_and_the_model_is_told(waiting_turn, django_capture_on_commit_callbacks):
     approval = ToolApproval.objects.get(turn=waiting_turn)
     assert expire_approval(approval.pk) is False  # not yet due
     ToolApproval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - datetime.timedelta(seconds=1))
@@ -85,7 +85,7 @@ def test_an_approval_that_times_out_is_denied(waiting_turn, django_capture_on_co
         decide_approval(approval_id=approval.pk, user=make_user("op", role="operator"), approve=True)
 
 
-def test_a_user_without_the_permission_is_refused(waiting_turn, client):
+def test_approval_from_a_user_without_the_permission_is_refused(waiting_turn, client):
     approval = ToolApproval.objects.get(turn=waiting_turn)
     viewer = make_user("someone_else", role="viewer")
     with pytest.raises(PermissionDenied):

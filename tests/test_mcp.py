@@ -411,3 +411,22 @@ async def test_async_callers_await_the_call(tmp_path):
     result = await acall_tool(server, "get_reward_stock", {"reward_id": "rwd_coffee01"})
 
     assert not result.is_error and json.loads(result.content)["on_hand"] == 100
+
+
+def test_a_tool_with_a_malformed_schema_is_rejected_with_the_reason_and_the_others_imported():
+    server = McpServer.objects.create(
+        name="generated",
+        command=sys.executable,
+        args=["-m", "tests.generated_mcp_server", "--tools", "3", "--malformed", "gen_tool_0002"],
+    )
+
+    result = sync_server(server)
+
+    assert result.ok, result.error
+    assert sorted(result.new) == ["gen_tool_0001", "gen_tool_0003"]
+    assert list(result.rejected) == ["gen_tool_0002"]
+    assert "not valid JSON Schema" in result.rejected["gen_tool_0002"]
+    assert not Tool.objects.filter(name="gen_tool_0002").exists()
+    assert server.status == McpServer.Status.OK and server.tool_names == ["gen_tool_0001", "gen_tool_0003"]
+    assert "1 rejected (gen_tool_0002: The input schema is not valid JSON Schema" in server.status_message
+    assert server.sync_report["rejected"] == result.rejected

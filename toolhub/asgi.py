@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels.
+"""ASGI entry point: HTTP through Django (but /mcp: toolhub's MCP server), WebSockets through Channels.
 
 WebSocket connections pass the allowed-hosts origin check and carry the
 Django session user (AuthMiddlewareStack); consumers check permissions.
@@ -17,12 +17,14 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from agents.mcp_server import McpEndpoint, path_router  # noqa: E402
 from agents.routing import websocket_urlpatterns  # noqa: E402
 from catalog.search import warm_up_in_background  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # /mcp is routed by path before Django: the MCP SDK serves it (streamable HTTP, API key auth).
+        "http": path_router(django_asgi_app, McpEndpoint(), path="/mcp"),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -243,10 +243,24 @@ TOOLHUB_SEARCH_TOOL = "tool_search"
 TOOLHUB_SEARCH_EMBEDDINGS = env_bool("TOOLHUB_SEARCH_EMBEDDINGS", True)
 # Build the search index (and load the embedding model) when a server or worker starts, not on the first request.
 TOOLHUB_WARM_START = env_bool("TOOLHUB_WARM_START", True)
+# Learning from traffic (agents/learning.py, catalog/examples.py): a good turn's request becomes an example of its tool.
+TOOLHUB_LEARN_FROM_TURNS = env_bool("TOOLHUB_LEARN_FROM_TURNS", True)
+TOOLHUB_LEARN_AUTO_APPROVE = env_bool("TOOLHUB_LEARN_AUTO_APPROVE", False)
+TOOLHUB_LEARN_PER_OWNER = env_bool("TOOLHUB_LEARN_PER_OWNER", False)
+TOOLHUB_LEARN_MAX_PER_CONVERSATION = env_int("TOOLHUB_LEARN_MAX_PER_CONVERSATION", 20)
+TOOLHUB_MAX_EXAMPLES_PER_TOOL = env_int("TOOLHUB_MAX_EXAMPLES_PER_TOOL", 50)
 TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
 TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 TOOLHUB_APPROVAL_TIMEOUT = env_int("TOOLHUB_APPROVAL_TIMEOUT", 300)
 TOOLHUB_WORKFLOW_TTL_SECONDS = env_int("TOOLHUB_WORKFLOW_TTL", 3600)
+# Staged flows (agents/flows.py): ordered workflow phases, and the tools whose recommendation
+# for a confident create starts the flow. The demo Loyalty domain builds a rule in four steps.
+TOOLHUB_WORKFLOW_FLOWS = {
+    "loyalty_rule": {
+        "phases": ["rule_draft", "rule_formula", "rule_criteria", "rule_submit"],
+        "starts_for": ["create_rule", "create_rule_draft"],
+    },
+}
 
 # --- auth, i18n, static ---------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

@@ -1,10 +1,8 @@
 """Workflow guarantees under real concurrency on PostgreSQL, cleanup on a real Celery worker, restart safety."""
 
 import datetime
-import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -17,7 +15,8 @@ from django.db import connection
 from django.utils import timezone
 
 from agents import workflows
-from agents.models import Conversation, Workflow
+from agents.models import Conversation, Turn, Workflow
+from agents.turns import create_turn
 from agents.workflows import (
     IdempotencyKeyReused,
     WorkflowConflict,
@@ -25,7 +24,11 @@ from agents.workflows import (
     start_workflow,
     submit_workflow,
 )
-from tests.servers import ROOT, celery_worker
+from catalog.demo_catalog import load_demo_catalog
+from catalog.mcp_sync import sync_server
+from catalog.models import McpServer
+from tests.scripted_openai import ScriptedOpenAI
+from tests.servers import celery_worker
 from toolhub.celery import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -278,64 +281,81 @@ def test_expiry_cleanup_task_on_a_real_worker_removes_exactly_the_expired_workfl
 
 # --- restart safety -------------------------------------------------------------
 
-RUN_WORKFLOW = """
-import json, sys, time
-import django
-django.setup()
-from agents.models import Conversation
-from agents.workflows import advance_workflow, start_workflow
-
-step, arg = sys.argv[1], int(sys.argv[2])
-if step == "start":
-    conversation = Conversation.objects.get(pk=arg)
-    workflow = start_workflow(conversation=conversation, owner=conversation.owner, kind="rule_creation",
-                              phase="rule_draft", state={"name": "Tết bonus"})
-    workflow = advance_workflow(workflow_id=workflow.pk, expected_version=1, phase="rule_review",
-                                state_changes={"points": 5})
-    print(json.dumps({"id": workflow.pk, "version": workflow.version, "phase": workflow.phase}), flush=True)
-    time.sleep(600)  # the worker is still busy with this workflow when it is killed
-else:
-    from agents.models import Workflow
-    stored = Workflow.objects.get(pk=arg)
-    workflow = advance_workflow(workflow_id=stored.pk, expected_version=stored.version, phase="rule_confirm",
-                                state_changes={"confirmed_after": stored.phase})
-    print(json.dumps({"version": workflow.version, "phase": workflow.phase, "state": workflow.state}), flush=True)
-"""
+CREATE_RULE = "Create a rule for campaign cmp_bday0001 named Birthday triple points"
 
 
-def run_workflow_process(env: dict, step: str, arg: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", RUN_WORKFLOW, step, str(arg)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+def wait_for_turn(turn_id: int, status: str, seconds: float = 120) -> Turn:
+    deadline = time.monotonic() + seconds
+    while (turn := Turn.objects.get(pk=turn_id)).status != status:
+        assert time.monotonic() < deadline, f"turn {turn_id} is {turn.status}, not {status}, after {seconds} s"
+        time.sleep(0.2)
+    return turn
 
 
-def test_restart_a_workflow_continues_from_its_stored_phase_after_its_worker_is_killed():
+def send_turn(turn_id: int, queue: str) -> None:
+    app.send_task("agents.tasks.run_turn", args=[turn_id], queue=queue)
+
+
+def offered(request: dict) -> set[str]:
+    return {tool["function"]["name"] for tool in request.get("tools", [])}
+
+
+def test_restart_a_rule_workflow_continues_from_its_stored_phase_after_its_worker_is_killed_mid_turn(tmp_path):
+    """The staged rule flow runs in a real worker; the worker dies (SIGKILL) inside the next turn; a new
+    worker runs that turn again (as the broker's redelivery of the unacked task would) from the phase stored
+    in PostgreSQL, with nothing kept in any process's memory."""
+    load_demo_catalog()
+    loyalty = McpServer.objects.create(
+        name="loyalty", command=sys.executable,
+        args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3")],
+    )  # fmt: skip
+    assert sync_server(loyalty).ok
     conversation = make_conversation()
     env, queue = worker_env()
+    with ScriptedOpenAI() as model:
+        env |= {"TOOLHUB_MODEL_BASE_URL": model.base_url, "TOOLHUB_MODEL": "scripted", "TOOLHUB_MODEL_RETRIES": "0"}
+        model.steps = [
+            {"tool_calls": [{"name": "create_rule_draft",
+                             "arguments": {"campaign_id": "cmp_bday0001", "name": "Birthday triple points"}}]},
+            {"content": "Draft opened. Which formula type?"},
+        ]  # fmt: skip
+        with celery_worker(env, app) as first_worker:
+            first = create_turn(conversation, CREATE_RULE)
+            send_turn(first.pk, queue)
+            wait_for_turn(first.pk, Turn.Status.DONE)
+            workflow = Workflow.objects.get(conversation=conversation)
+            assert (workflow.kind, workflow.phase, workflow.version) == ("loyalty_rule", "rule_formula", 2)
 
-    with celery_worker(env, app) as first_worker:
-        process = run_workflow_process(env, "start", conversation.pk)
-        started = json.loads(process.stdout.readline())
-        assert cleanup_on(queue) == {"expired": 0, "deleted": 0}
-        for killed in (process, first_worker):  # no clean shutdown for either
-            killed.send_signal(signal.SIGKILL)
-            killed.wait(timeout=30)
-        process.stdout.close()
-        process.stderr.close()
-    assert started == {"id": started["id"], "version": 2, "phase": "rule_review"}
+            model.behaviour, model.delay = "slow", 600  # the model never answers: the worker is mid-turn
+            second = create_turn(conversation, "Use a multiplier")
+            asked = len(model.requests)
+            send_turn(second.pk, queue)
+            deadline = time.monotonic() + 120
+            while len(model.requests) == asked:
+                assert time.monotonic() < deadline, "the worker never asked the model"
+                time.sleep(0.2)
+            first_worker.send_signal(signal.SIGKILL)  # no clean shutdown
+            first_worker.wait(timeout=30)
+        assert Turn.objects.get(pk=second.pk).status == Turn.Status.RUNNING
 
-    with celery_worker(env, app):  # a new worker: nothing of the old one's memory is needed
-        assert cleanup_on(queue) == {"expired": 0, "deleted": 0}
-        successor = run_workflow_process(env, "continue", started["id"])
-        out, err = successor.communicate(timeout=120)
-    assert successor.returncode == 0, err
-    continued = json.loads(out)
+        model.behaviour = "ok"
+        draft_id = workflow.state["ids"]["draft_id"]
+        model.steps = [
+            {"tool_calls": [{"name": "set_rule_formula",
+                             "arguments": {"draft_id": draft_id, "formula": {"type": "multiplier"}}}]},
+            {"content": "By which factor?"},
+        ]  # fmt: skip
+        restarted_at = len(model.requests)
+        with celery_worker(env, app):  # a new worker: nothing of the old one's memory
+            send_turn(second.pk, queue)
+            wait_for_turn(second.pk, Turn.Status.DONE)
 
-    assert continued == {
-        "version": 3,
-        "phase": "rule_confirm",
-        "state": {"name": "Tết bonus", "points": 5, "confirmed_after": "rule_review"},
-    }
-    stored = Workflow.objects.get(pk=started["id"])
-    assert (stored.status, stored.version, stored.phase) == ("active", 3, "rule_confirm")
-    with pytest.raises(WorkflowConflict):  # the dead worker's version is stale for good
-        advance_workflow(workflow_id=stored.pk, expected_version=2, phase="rule_review")
+    request = model.requests[restarted_at]
+    assert "set_rule_formula" in offered(request) and "create_rule_draft" not in offered(request)
+    workflow.refresh_from_db()
+    assert (workflow.status, workflow.phase, workflow.version) == ("active", "rule_formula", 3)
+    assert workflow.state["choices"] == {"formula": "multiplier"}
+    assert workflow.state["ids"]["draft_id"] == draft_id
+    assert Workflow.objects.filter(conversation=conversation).count() == 1
+    with pytest.raises(WorkflowConflict):  # the dead worker's view of the workflow is stale for good
+        advance_workflow(workflow_id=workflow.pk, expected_version=2, phase="rule_criteria")

@@ -1,0 +1,51 @@
+"""The form that adds or edits an MCP server; validation lives on the model (McpServer.clean), never here."""
+
+import json
+
+from django import forms
+
+from .models import McpServer
+
+
+class PrettyJSONField(forms.JSONField):
+    """JSON in a textarea, shown indented so a list of arguments or an object of headers is easy to edit."""
+
+    def prepare_value(self, value):
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class McpServerForm(forms.ModelForm):
+    url = forms.URLField(
+        label="URL",
+        required=False,
+        assume_scheme="https",
+        max_length=500,
+        help_text=McpServer._meta.get_field("url").help_text,
+    )
+
+    class Meta:
+        model = McpServer
+        fields = ["name", "transport", "command", "args", "env", "url", "headers", "enabled"]
+        field_classes = {"args": PrettyJSONField, "env": PrettyJSONField, "headers": PrettyJSONField}
+        widgets = {
+            "args": forms.Textarea(attrs={"rows": 3}),
+            "env": forms.Textarea(attrs={"rows": 3}),
+            "headers": forms.Textarea(attrs={"rows": 3}),
+        }
+        labels = {"args": "Arguments", "env": "Environment"}
+        help_texts = {
+            "args": 'stdio: its arguments, a JSON list of strings, e.g. ["-m", "demo_mcp.loyalty_server"].',
+            "env": 'stdio: extra environment variables, a JSON object of strings, e.g. {"API_TOKEN": "..."}.',
+            "headers": 'streamable HTTP: request headers, a JSON object, e.g. {"Authorization": "Bearer ..."}.',
+        }
+
+    def clean_args(self):
+        return self.cleaned_data["args"] if self.cleaned_data["args"] is not None else []
+
+    def clean_env(self):
+        return self.cleaned_data["env"] if self.cleaned_data["env"] is not None else {}
+
+    def clean_headers(self):
+        return self.cleaned_data["headers"] if self.cleaned_data["headers"] is not None else {}

@@ -1,0 +1,200 @@
+"""MCP benchmark: sync of a 1,000-tool MCP server, and what toolhub adds to an MCP call; prints figures, not a test.
+
+    .venv/bin/python tests/bench/mcp_bench.py [--tools 1000] [--calls 200]
+
+Runs on the embedded default (SQLite in a temporary data dir) against the
+generated stdio server (tests/generated_mcp_server.py). Call latency is
+measured three ways for the same tool of the same server: a direct SDK call
+(ClientSession over stdio), toolhub's runtime path in-process
+(agents.tool_calls.execute: bundle and schema checks, then catalog.mcp_client),
+the /mcp endpoint's logic in-process (agents.mcp_server.call: the bundle is
+built for each call), and an SDK client calling it through toolhub's /mcp on a
+real Daphne.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+DATA_DIR = Path(tempfile.mkdtemp(prefix="mcp-bench-"))
+for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL"):
+    os.environ.pop(name, None)
+os.environ["TOOLHUB_DATA_DIR"] = str(DATA_DIR)
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+import httpx2  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from agents import mcp_server  # noqa: E402
+from agents.api_keys import create_api_key  # noqa: E402
+from agents.providers import ToolCall  # noqa: E402
+from agents.tool_calls import execute  # noqa: E402
+from catalog import mcp_client  # noqa: E402
+from catalog.bundle import build_bundle  # noqa: E402
+from catalog.decision import RoutingDecision, load_catalog  # noqa: E402
+from catalog.mcp_sync import sync_server  # noqa: E402
+from catalog.models import McpServer, Tool  # noqa: E402
+from tests.builders import make_policy, make_user  # noqa: E402
+from tests.servers import daphne, embedded_env, free_port, start, wait_for_port  # noqa: E402
+
+TOOL = "gen_tool_0001"
+ARGUMENTS = {"q": "benchmark", "limit": 3}
+WARM_UP = 20
+
+
+def percentile95(samples_ms: list[float]) -> float:
+    ordered = sorted(samples_ms)
+    return ordered[round(0.95 * (len(ordered) - 1))]
+
+
+def percentiles(samples_ms: list[float]) -> str:
+    return f"p50 {statistics.median(samples_ms):.2f} ms, p95 {percentile95(samples_ms):.2f} ms"
+
+
+def server_args(tools: int) -> list[str]:
+    return ["-m", "tests.generated_mcp_server", "--tools", str(tools)]
+
+
+def bench_sync(tools: int) -> McpServer:
+    server = McpServer.objects.create(name="generated", command=sys.executable, args=server_args(tools))
+    mcp_client.connect(server)  # the process start and handshake are not the sync's work
+    started = time.perf_counter()
+    first = sync_server(server)
+    first_s = time.perf_counter() - started
+    started = time.perf_counter()
+    again = sync_server(server)
+    again_s = time.perf_counter() - started
+    assert first.ok and len(first.new) == tools, first.summary()
+    print(f"sync of a {tools:,}-tool MCP server (SQLite): first {first_s:.2f} s = {tools / first_s:,.0f} tools/s "
+          f"({first.summary()})")  # fmt: skip
+    print(f"  again, nothing changed: {again_s:.2f} s = {tools / again_s:,.0f} tools/s ({again.summary()})")
+    return server
+
+
+async def direct_calls(tools: int, calls: int) -> list[float]:
+    params = StdioServerParameters(command=sys.executable, args=server_args(tools), cwd=str(ROOT))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        return await sdk_calls(session, calls)
+
+
+async def sdk_calls(session: ClientSession, calls: int) -> list[float]:
+    samples = []
+    for index in range(WARM_UP + calls):
+        started = time.perf_counter()
+        result = await session.call_tool(TOOL, ARGUMENTS)
+        elapsed = (time.perf_counter() - started) * 1000
+        assert not result.is_error, result.content[0].text
+        if index >= WARM_UP:
+            samples.append(elapsed)
+    return samples
+
+
+async def direct_http_calls(tools: int, calls: int) -> list[float]:
+    """The same server over streamable HTTP (uvicorn), called by the SDK client: the transport's own cost."""
+    port = free_port()
+    process, log = start([sys.executable, *server_args(tools), "--http", f"127.0.0.1:{port}"], dict(os.environ))
+    try:
+        wait_for_port(port, process, log)
+        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await sdk_calls(session, calls)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def runtime_calls(calls: int) -> list[float]:
+    """What a turn's tool call costs: the bundle check, schema validation, the call through mcp_client."""
+    bundle = build_bundle(RoutingDecision(), load_catalog())
+    samples = []
+    for index in range(WARM_UP + calls):
+        started = time.perf_counter()
+        outcome = execute(ToolCall(f"c{index}", TOOL, json.dumps(ARGUMENTS)), bundle, emit=lambda *a, **k: None,
+                          max_result_tokens=1024)  # fmt: skip
+        elapsed = (time.perf_counter() - started) * 1000
+        assert not outcome.is_error, outcome.content
+        if index >= WARM_UP:
+            samples.append(elapsed)
+    return samples
+
+
+def mcp_server_calls(calls: int) -> list[float]:
+    """toolhub's MCP-server logic in-process (agents.mcp_server.call): the bundle built per call, then execute."""
+    samples = []
+    for index in range(WARM_UP + calls):
+        started = time.perf_counter()
+        outcome = mcp_server.call(TOOL, ARGUMENTS, {})
+        elapsed = (time.perf_counter() - started) * 1000
+        assert not outcome.is_error, outcome.content
+        if index >= WARM_UP:
+            samples.append(elapsed)
+    return samples
+
+
+async def toolhub_calls(base: str, key: str, calls: int) -> list[float]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60)
+    async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            assert TOOL in [tool.name for tool in (await session.list_tools()).tools]
+            await session.call_tool("tool_search", {"query": "look up records"})  # waits for the search warm-up
+            return await sdk_calls(session, calls)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tools", type=int, default=1000)
+    parser.add_argument("--calls", type=int, default=200)
+    options = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    print(f"data: {DATA_DIR}; CPUs: {os.cpu_count()}; load: {os.getloadavg()[0]:.2f}")
+    bench_sync(options.tools)
+
+    # One tool made callable without a search: an active read policy, always loaded.
+    Tool.objects.filter(name=TOOL).update(always_load=True)
+    make_policy(Tool.objects.get(name=TOOL))
+    _, key = create_api_key(user=make_user(role="viewer"), name="mcp-bench")
+
+    direct = asyncio.run(direct_calls(options.tools, options.calls))
+    direct_http = asyncio.run(direct_http_calls(options.tools, options.calls))
+    runtime = runtime_calls(options.calls)
+    logic = mcp_server_calls(options.calls)
+    mcp_client.close_all()
+    with daphne(embedded_env(DATA_DIR)) as base:
+        through = asyncio.run(toolhub_calls(base, key, options.calls))
+    print(f"{options.calls} calls of {TOOL} (after {WARM_UP} warm-up calls each):")
+    print(f"  direct SDK call over stdio:                 {percentiles(direct)}")
+    print(f"  direct SDK call over streamable HTTP:       {percentiles(direct_http)}")
+    print(f"  toolhub runtime path (execute, in-process): {percentiles(runtime)}")
+    print(f"  /mcp's logic in-process (mcp_server.call):  {percentiles(logic)}")
+    print(f"  SDK client through toolhub's /mcp (Daphne): {percentiles(through)}")
+    comparisons = (("runtime path", runtime, direct, "stdio"), ("/mcp logic", logic, direct, "stdio"),
+                   ("/mcp", through, direct_http, "streamable HTTP"))  # fmt: skip
+    for label, samples, base_samples, transport in comparisons:
+        p50 = statistics.median(samples) - statistics.median(base_samples)
+        p95 = percentile95(samples) - percentile95(base_samples)
+        print(f"  added by toolhub ({label}, over a direct {transport} call): p50 {p50:+.2f} ms, p95 {p95:+.2f} ms")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""toolhub's /mcp through a real Daphne, driven by the official MCP SDK client; MCP tools run on the demo server."""
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from contextlib import asynccontextmanager
+
+import httpx2
+import pytest
+from django.db import connection
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from agents.api_keys import create_api_key
+from catalog import mcp_client
+from catalog.demo_catalog import load_demo_catalog
+from catalog.models import McpServer
+from catalog.tasks import sync_mcp_server
+from tests.builders import make_user
+from tests.servers import ROOT, daphne
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def toolhub_mcp(tmp_path):
+    """Daphne serving toolhub on the test database: the demo catalog, the demo Loyalty server synced, an API key."""
+    load_demo_catalog()
+    server = McpServer.objects.create(
+        name="loyalty",
+        command=sys.executable,
+        args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3")],
+    )
+    assert sync_mcp_server(server.pk).endswith("unchanged")
+    mcp_client.close_all()  # Daphne starts its own connection to the demo server
+    _, key = create_api_key(user=make_user(role="viewer"), name="mcp-itest")
+    database = connection.settings_dict
+    env = os.environ | {
+        "DJANGO_SETTINGS_MODULE": "toolhub.settings",
+        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+    }
+    with daphne(env) as base:
+        yield base, key
+
+
+@asynccontextmanager
+async def mcp_session(base: str, key: str, notifications: list | None = None):
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=120)
+
+    async def on_message(message):
+        if notifications is not None:
+            notifications.append(message)
+
+    async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            await session.initialize()
+            yield session
+
+
+async def names(session) -> list[str]:
+    return [tool.name for tool in (await session.list_tools()).tools]
+
+
+def answer(result) -> dict:
+    return json.loads(result.content[0].text)
+
+
+def post_status(url: str, headers: dict) -> int:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json",
+                                     "Accept": "application/json, text/event-stream", **headers})  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_mcp_needs_a_valid_api_key(toolhub_mcp):
+    base, key = toolhub_mcp
+
+    assert post_status(f"{base}/mcp", {}) == 401
+    assert post_status(f"{base}/mcp", {"Authorization": "Bearer th_nope_nope"}) == 401
+    assert post_status(f"{base}/mcp", {"Authorization": f"Bearer {key}"}) != 401
+
+    statuses = []
+
+    async def record(response):
+        statuses.append(response.status_code)
+
+    async def connect_without_key():
+        async with httpx2.AsyncClient(timeout=30, event_hooks={"response": [record]}) as http:
+            async with streamable_http_client(f"{base}/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await asyncio.wait_for(session.initialize(), 30)
+
+    with pytest.raises(Exception, match="error"):  # the SDK client cannot initialize
+        asyncio.run(connect_without_key())
+    assert statuses == [401]
+
+
+def test_sdk_client_lists_searches_loads_and_calls_tools_but_never_a_denied_one(toolhub_mcp):
+    base, key = toolhub_mcp
+
+    async def scenario():
+        notifications = []
+        async with mcp_session(base, key, notifications) as session:
+            listed = await names(session)
+            assert {"tool_search", "calculate"} <= set(listed)
+            assert "list_campaigns" not in listed  # an MCP tool: deferred until found
+            assert "purge_container_images" not in listed  # no policy
+
+            calculated = await session.call_tool("calculate", {"expression": "6 * 7"})
+            assert not calculated.is_error and answer(calculated)["result"] == 42
+
+            early = await session.call_tool("list_campaigns", {})
+            assert early.is_error and "call tool_search to load it first" in answer(early)["error"]
+
+            found = await session.call_tool("tool_search", {"query": "list loyalty campaigns"})
+            assert "list_campaigns" in answer(found)["found"]
+            assert any(type(n).__name__ == "ToolListChangedNotification" for n in notifications)
+            assert "list_campaigns" in await names(session)
+
+            campaigns = await session.call_tool("list_campaigns", {})  # runs on the demo Loyalty MCP server
+            assert not campaigns.is_error, campaigns.content[0].text
+            assert any(item["campaign_id"] == "cmp_bday0001" for item in answer(campaigns)["items"])
+
+            invalid = await session.call_tool("list_campaigns", {"page_size": "many"})
+            assert invalid.is_error and "Invalid arguments" in answer(invalid)["error"]
+
+            found = await session.call_tool("tool_search", {"query": "purge unused docker images"})
+            assert "purge_container_images" not in answer(found)["found"]
+            assert "purge_container_images" not in await names(session)
+            refused = await session.call_tool("purge_container_images", {})  # denied: no policy
+            assert refused.is_error and "no policy (fail closed)" in answer(refused)["error"]
+
+        async with mcp_session(base, key) as other:  # another session starts from the always-loaded tools
+            assert "list_campaigns" not in await names(other)
+
+    asyncio.run(scenario())
+
+
+def test_the_readme_mcp_client_example_works_as_printed(toolhub_mcp):
+    base, key = toolhub_mcp
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    (example,) = [block for block in blocks if "streamable_http_client(" in block]
+
+    code = example.replace("http://127.0.0.1:8000", base)
+    env = os.environ | {"TOOLHUB_KEY": key}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+    assert result.returncode == 0, result.stderr
+    listed, found, campaigns = result.stdout.splitlines()[:3]
+    assert "'tool_search'" in listed and "'list_campaigns'" not in listed
+    assert "list_campaigns" in json.loads(found)["found"]
+    assert len(json.loads(campaigns)["items"]) == 2
