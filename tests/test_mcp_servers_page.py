@@ -213,6 +213,17 @@ def test_needs_policy_leaves_out_the_tools_that_have_an_active_policy(client, ea
     assert 'href="/catalog/gen_tool_0001/"' not in fragment
 
 
+def test_needs_policy_shows_the_first_fifty_and_links_to_the_rest(client):
+    server = generated_server(60)
+    mcp_sync.sync_server(server)
+    signed_in(client, "viewer")
+
+    fragment = client.get(reverse("mcp-server-progress", args=[server.name])).content.decode()
+
+    assert "Needs policy (60)" in fragment and fragment.count('href="/catalog/gen_tool_') == 50
+    assert "and 10 more" in fragment and 'href="/catalog/?source=mcp&amp;policy=none"' in fragment
+
+
 def test_progress_fragment_polls_every_second_while_the_sync_runs(client):
     server = generated_server()
     McpServer.objects.filter(pk=server.pk).update(sync_phase=McpServer.SyncPhase.IMPORTING, sync_done=40,
