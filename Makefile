@@ -11,7 +11,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 BENCH_DIR ?= ../shared/bench
 
 .PHONY: run test test-unit test-integration lint setup clean bench
-# Browser tests use Debian's Chromium; make test installs it when missing.
+# Browser tests use Debian's Chromium (and an emoji font for the status lines); make test installs them when missing.
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -24,7 +24,8 @@ $(VENV)/.installed: requirements.txt
 setup: $(VENV)/.installed
 
 $(CHROMIUM):
-	$(SUDO) apt-get install -y chromium || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
+	$(SUDO) apt-get install -y chromium fonts-noto-color-emoji || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium fonts-noto-color-emoji)
 
 run: setup
 	$(PY) manage.py setup_demo
@@ -42,7 +43,9 @@ test: setup $(CHROMIUM)
 # recall against the baselines, then search latency at 2,923 and 10,000 tools.
 bench: setup
 	$(PY) manage.py route_eval --catalog $(BENCH_DIR)/catalog.json --queries $(BENCH_DIR)/dev.jsonl --compare
+	$(PY) manage.py route_eval --catalog $(BENCH_DIR)/catalog.json --queries $(BENCH_DIR)/dev.jsonl --split-history
 	$(PY) manage.py route_bench --tools 2923 --bench-dir $(BENCH_DIR)
+	$(PY) manage.py route_bench --tools 2923 --bench-dir $(BENCH_DIR) --history $(BENCH_DIR)/dev.jsonl
 	$(PY) manage.py route_bench --tools 10000 --bench-dir $(BENCH_DIR)
 	$(PY) tests/bench/api_bench.py
 	$(PY) tests/bench/mcp_bench.py

@@ -4,6 +4,7 @@ Pure functions over plain values; they never touch the database and never
 adjust anything to the queries they score.
 """
 
+import hashlib
 import json
 import random
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from catalog.decision import CatalogEntry, PolicyView
-from catalog.search_index import STOPWORDS, ToolDocument, ToolSearchIndex, name_words, words
+from catalog.search_index import STOPWORDS, ExampleDocument, ToolDocument, ToolSearchIndex, name_words, words
 
 from .router import Vocabulary
 from .steward import StewardContext
@@ -97,6 +98,37 @@ def tool_documents(tools: Iterable[dict]) -> list[ToolDocument]:
         )
         for item in tools
     ]
+
+
+def split_by_id(queries: Sequence[BenchQuery]) -> tuple[list[BenchQuery], list[BenchQuery]]:
+    """(history, evaluation): the first byte of sha256(id) even goes to history, odd to evaluation.
+
+    Depends on the id alone, so every run (and every file) splits the same way.
+    """
+    halves: tuple[list[BenchQuery], list[BenchQuery]] = ([], [])
+    for query in queries:
+        halves[hashlib.sha256(query.id.encode()).digest()[0] % 2].append(query)
+    return halves
+
+
+def history_examples(history: Iterable[BenchQuery]) -> list[ExampleDocument]:
+    """Each past query as an approved example of each of its expected tools; the key is the query's id."""
+    return [ExampleDocument(tool=name, text=q.query, key=q.id) for q in history for name in q.expected_tools]
+
+
+class SelfMatches:
+    """Which history examples a benchmark query must not see: those with its id or its exact text."""
+
+    def __init__(self, history: Iterable[BenchQuery]):
+        self.ids_by_text: dict[str, set[str]] = {}
+        self.ids: set[str] = set()
+        for query in history:
+            self.ids.add(query.id)
+            self.ids_by_text.setdefault(query.query, set()).add(query.id)
+
+    def of(self, query: BenchQuery) -> frozenset[str]:
+        same_id = {query.id} if query.id in self.ids else set()
+        return frozenset(same_id | self.ids_by_text.get(query.query, set()))
 
 
 def scaled_catalog(tools: Sequence[dict], size: int, *, seed: int = 0) -> list[dict]:
@@ -269,8 +301,11 @@ BENCH_POLICY = PolicyView(
 )
 
 
-def bench_context(tools: list[dict], index: ToolSearchIndex) -> StewardContext:
-    """The steward's view of a benchmark catalog: permissive read policy, no aliases or domain words."""
+def bench_context(tools: list[dict], index: ToolSearchIndex, search=None) -> StewardContext:
+    """The steward's view of a benchmark catalog: permissive read policy, no aliases or domain words.
+
+    `search(query, allowed, limit) -> names` replaces the plain index search (warm runs use it).
+    """
     entries = [
         CatalogEntry(
             name=tool["name"],
@@ -286,6 +321,6 @@ def bench_context(tools: list[dict], index: ToolSearchIndex) -> StewardContext:
     ]
     return StewardContext(
         entries=entries,
-        search=lambda query, allowed, limit: index.search(query, allowed=allowed, limit=limit).names,
+        search=search or (lambda query, allowed, limit: index.search(query, allowed=allowed, limit=limit).names),
         vocabulary=Vocabulary({}, {}, {}),
     )

@@ -17,7 +17,7 @@ from catalog.bundle import build_bundle
 from catalog.decision import RoutingDecision
 from catalog.knowledge import select_snippets
 
-from . import approvals, flows, memory, prompt
+from . import approvals, flows, learning, memory, prompt
 from .budget import token_budget
 from .events import emit
 from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
@@ -121,7 +121,7 @@ class TurnRun:
         self.turn_model = get_provider()
         Turn.objects.filter(pk=self.turn.id).update(model=self.turn_model.label)
         # One view of the catalog for the whole turn: the steward ranks and the bundle decides on the same.
-        self.context = StewardContext.current()
+        self.context = StewardContext.current(owner_id=self.conversation.owner_id)
         self.entries = self.context.entries
         self.entry_of = {entry.name: entry for entry in self.entries}
         self.workflow = flows.active_workflow(self.conversation)
@@ -160,6 +160,7 @@ class TurnRun:
         record_outcome(self.routing, called=self.called, turn_ms=duration)
         Turn.objects.filter(pk=self.turn.id).update(status=Turn.Status.DONE, finished_at=timezone.now())
         emit(self.turn.id, EventType.DONE, phase="done", status=Turn.Status.DONE, content=answer, turn_ms=duration)
+        learning.learn_from_turn(self.turn.id)  # a good turn teaches its request; never raises
 
     def build(self, recommended):
         """The bundle for the decision at the workflow's current phase (and its staged choices)."""

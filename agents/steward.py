@@ -59,9 +59,11 @@ class StewardContext:
     vocabulary: Vocabulary
 
     @classmethod
-    def current(cls) -> "StewardContext":
+    def current(cls, *, owner_id: int | None = None) -> "StewardContext":
+        """The live catalog; `owner_id`: whose learned examples may help the ranking (besides shared ones)."""
+
         def search(query: str, allowed: Collection[str], limit: int) -> list[str]:
-            return search_catalog(query, allowed=allowed, limit=limit).names
+            return search_catalog(query, allowed=allowed, limit=limit, owner_id=owner_id).names
 
         return cls(entries=current_catalog(), search=search, vocabulary=vocabulary())
 

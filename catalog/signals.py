@@ -5,7 +5,7 @@ import uuid
 from django.db.models import F
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
-from .models import CatalogState, Domain, Tool, ToolPolicy
+from .models import CatalogState, Domain, Tool, ToolExample, ToolPolicy
 
 
 def bump_catalog_version(action: str = "", **_) -> None:
@@ -18,7 +18,16 @@ def bump_catalog_version(action: str = "", **_) -> None:
         CatalogState.objects.get_or_create(pk=CatalogState.SINGLETON_ID, defaults={"version": 1, "stamp": stamp})
 
 
+def bump_for_example(instance: ToolExample, created: bool = False, **kwargs) -> None:
+    """A new pending example is not in the index: only it changes nothing the index reads."""
+    if created and not instance.approved:
+        return
+    bump_catalog_version()
+
+
 def connect() -> None:
+    post_save.connect(bump_for_example, sender=ToolExample, dispatch_uid="catalog_version_save_ToolExample")
+    post_delete.connect(bump_for_example, sender=ToolExample, dispatch_uid="catalog_version_delete_ToolExample")
     for model in (Tool, ToolPolicy, Domain):
         post_save.connect(bump_catalog_version, sender=model, dispatch_uid=f"catalog_version_save_{model.__name__}")
         post_delete.connect(bump_catalog_version, sender=model, dispatch_uid=f"catalog_version_delete_{model.__name__}")

@@ -5,6 +5,9 @@ from . import mcp_views, views
 urlpatterns = [
     path("catalog/", views.catalog_list, name="catalog"),
     path("catalog/<str:name>/", views.tool_detail, name="tool-detail"),
+    path("catalog/<str:name>/examples/", views.tool_example_add, name="tool-example-add"),
+    path("catalog/<str:name>/examples/<int:pk>/", views.tool_example_edit, name="tool-example-edit"),
+    path("catalog/<str:name>/examples/<int:pk>/delete/", views.tool_example_delete, name="tool-example-delete"),
     path("policies/", views.policy_list, name="policies"),
     path("policies/<str:name>/", views.policy_detail, name="policy-detail"),
     path("policies/<str:name>/rollback/<int:number>/", views.policy_rollback, name="policy-rollback"),

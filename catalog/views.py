@@ -1,4 +1,4 @@
-"""Dashboard pages of the catalog, the policy editor and the knowledge review queue; thin views only.
+"""Dashboard pages of the catalog (tool examples included), the policy editor and the knowledge review queue.
 
 Every view needs a login (anonymous -> /login/) and a view permission; every
 write needs the change permission (403 otherwise, whatever the method or
@@ -15,12 +15,13 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from .deferral import is_deferred
-from .forms import PolicyForm, SnippetFilterForm, SnippetForm, ToolFilterForm
+from .examples import ExampleRefused, add_example, edit_example
+from .forms import PolicyForm, SnippetFilterForm, SnippetForm, ToolExampleForm, ToolFilterForm
 from .knowledge import current_snippets, mark_reviewed, revise_snippet, snippet_diff
-from .models import KnowledgeSnippet, Tool, ToolPolicy
+from .models import KnowledgeSnippet, Tool, ToolExample, ToolPolicy
 from .policies import PolicyConflict, rollback_policy, save_policy_draft, snapshot, snapshot_changes, version_history
 from .selectors import (
     catalog_schema_tokens,
@@ -49,6 +50,7 @@ def _tool_list_context(request) -> dict:
 
 @login_required
 @permission_required(VIEW_TOOL, raise_exception=True)
+@require_safe
 def catalog_list(request):
     context = _tool_list_context(request) | {
         "needs_policy": tools_needing_policy().select_related("policy"),
@@ -62,8 +64,13 @@ def catalog_list(request):
 
 @login_required
 @permission_required(VIEW_TOOL, raise_exception=True)
+@require_safe
 def tool_detail(request, name):
     tool = get_object_or_404(Tool.objects.select_related("policy"), name=name)
+    return render(request, "catalog/tool_detail.html", tool_page_context(request, tool))
+
+
+def tool_page_context(request, tool, **examples) -> dict:
     policy = getattr(tool, "policy", None)
     context = {
         "tool": tool,
@@ -72,7 +79,7 @@ def tool_detail(request, name):
         "token_cap": settings.TOOLHUB_MAX_TOOL_SCHEMA_TOKENS,
         "definition": json.dumps(tool.function_definition(), indent=2, ensure_ascii=False),
     }
-    return render(request, "catalog/tool_detail.html", context)
+    return context | examples_context(request, tool, **examples)
 
 
 # Policies
@@ -80,6 +87,7 @@ def tool_detail(request, name):
 
 @login_required
 @permission_required(VIEW_POLICY, raise_exception=True)
+@require_safe
 def policy_list(request):
     context = _tool_list_context(request) | {"can_edit": request.user.has_perm(EDIT_POLICY)}
     template = "catalog/policies.html#policy-table" if request.htmx else "catalog/policies.html"
@@ -162,6 +170,7 @@ def _snippet_filters(request) -> tuple[SnippetFilterForm, dict]:
 
 @login_required
 @permission_required(VIEW_SNIPPET, raise_exception=True)
+@require_safe
 def knowledge_list(request):
     form, filters = _snippet_filters(request)
     context = {
@@ -259,9 +268,84 @@ def _csv_rows(snippets):
 
 @login_required
 @permission_required(VIEW_SNIPPET, raise_exception=True)
+@require_safe
 def knowledge_export(request):
     """The filtered list as CSV, streamed row by row."""
     _, filters = _snippet_filters(request)
     response = StreamingHttpResponse(_csv_rows(snippets_for_review(**filters)), content_type="text/csv")
     response["Content-Disposition"] = 'attachment; filename="knowledge.csv"'
     return response
+
+
+# --- examples of a tool (learning from traffic) -------------------------------------
+
+EXAMPLE_PERMISSION = "catalog.change_toolexample"
+
+
+def examples_context(request, tool, form=None, errors=None) -> dict:
+    return {
+        "tool": tool,
+        "examples": tool.examples.select_related("owner").order_by("approved", "-created_at"),
+        "example_form": form or ToolExampleForm(),
+        "example_errors": errors or {},
+        "can_edit_examples": request.user.has_perm(EXAMPLE_PERMISSION),
+    }
+
+
+def _examples_response(request, tool, **kwargs):
+    if request.htmx:
+        return render(request, "catalog/tool_detail.html#examples", examples_context(request, tool, **kwargs))
+    if kwargs:  # errors without htmx: the whole page, errors next to their field
+        return render(request, "catalog/tool_detail.html", tool_page_context(request, tool, **kwargs), status=400)
+    return redirect("tool-detail", name=tool.name)
+
+
+def _editable_tool(request, name) -> Tool:
+    if not request.user.has_perm(EXAMPLE_PERMISSION):
+        raise PermissionDenied("You may not change tool examples.")
+    return get_object_or_404(Tool, name=name)
+
+
+@login_required
+@require_POST
+def tool_example_add(request, name):
+    """An operator adds their own example (approved unless unticked)."""
+    tool = _editable_tool(request, name)
+    form = ToolExampleForm(request.POST)
+    if form.is_valid():
+        try:
+            add_example(tool=tool, text=form.cleaned_data["text"], approved=form.cleaned_data["approved"])
+        except ExampleRefused as refused:
+            form.add_error("text", str(refused))
+    if form.errors:
+        return _examples_response(request, tool, form=form)
+    return _examples_response(request, tool)
+
+
+@login_required
+@require_POST
+def tool_example_edit(request, name, pk):
+    """Edit an example's text and approval; `approve`/`unapprove` buttons send only that."""
+    tool = _editable_tool(request, name)
+    example = get_object_or_404(ToolExample, pk=pk, tool=tool)
+    data = request.POST.copy()
+    if "text" not in data:
+        data["text"] = example.text
+    form = ToolExampleForm(data)
+    errors = {}
+    if form.is_valid():
+        try:
+            edit_example(example, text=form.cleaned_data["text"], approved=form.cleaned_data["approved"])
+        except ExampleRefused as refused:
+            errors[example.pk] = str(refused)
+    else:
+        errors[example.pk] = "; ".join(message for messages in form.errors.values() for message in messages)
+    return _examples_response(request, tool, errors=errors) if errors else _examples_response(request, tool)
+
+
+@login_required
+@require_POST
+def tool_example_delete(request, name, pk):
+    tool = _editable_tool(request, name)
+    get_object_or_404(ToolExample, pk=pk, tool=tool).delete()
+    return _examples_response(request, tool)

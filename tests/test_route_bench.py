@@ -45,3 +45,16 @@ def test_route_bench_prints_step_timings_and_memory_as_json(tmp_path, monkeypatc
     assert report["n_tools"] == 25 and report["n_distractors"] == 19 and report["n_requests"] == 4
     assert report["allowed_size"] == 25 and set(report["steps"]) == {"steward", "bundle"}
     assert report["p95_ms"] >= report["p50_ms"] > 0 and report["peak_rss_mb"] > 0
+
+
+def test_route_bench_with_history_times_the_warm_index(tmp_path, monkeypatch):
+    monkeypatch.setattr(embeddings, "embed_texts", bag_of_words_embedder)
+    monkeypatch.setattr(embeddings, "load_model", lambda: None)
+    (tmp_path / "catalog.json").write_text(json.dumps(PUBLIC))
+    queries = [{"id": str(n), "query": f"weather {n}", "expected_tools": [f"tool_{n}"]} for n in range(6)]
+    (tmp_path / "dev.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    out = StringIO()
+    args = ["--tools", "25", "--bench-dir", str(tmp_path), "--requests", "4", "--history", str(tmp_path / "dev.jsonl")]
+    call_command("route_bench", *args, stdout=out)
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert report["n_examples"] == 6 and report["n_requests"] == 4

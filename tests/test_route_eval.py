@@ -13,6 +13,7 @@ from agents.evaluation import (
     name_substring_ranking,
     recall_at_k,
     reciprocal_rank,
+    split_by_id,
     summarize,
 )
 from catalog import embeddings
@@ -157,3 +158,52 @@ def test_route_eval_names_the_bad_line(tmp_path, bench_files):
     queries.write_text('{"id": "1", "query": "weather", "expected_tools": ["get_weather"]}\nnot json\n')
     with pytest.raises(CommandError, match="bad.jsonl, line 2"):
         call_command("route_eval", "--catalog", str(catalog), "--queries", str(queries))
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_route_eval_history_ranks_cold_and_warm_and_never_with_a_querys_own_example(bench_files, tmp_path, monkeypatch):
+    monkeypatch.setattr(embeddings, "embed_texts", bag_of_words_embedder)
+    monkeypatch.setattr(embeddings, "load_model", lambda: None)
+    catalog, _ = bench_files
+    queries = write_jsonl(
+        tmp_path / "eval.jsonl",
+        [
+            {"id": "a", "query": "ping my landlord about the rent", "expected_tools": ["send_email"], "source": "x"},
+            {"id": "b", "query": "latest price of a stock ticker", "expected_tools": ["stock_price"], "source": "y"},
+            {"id": "c", "query": "what is up with the weather in lisbon", "expected_tools": ["get_weather"]},
+        ],
+    )
+    history = write_jsonl(
+        tmp_path / "history.jsonl",
+        [
+            {"id": "h1", "query": "ping my landlord about the rent today", "expected_tools": ["send_email"]},
+            # Same id as "b", same text as "c": both would pull the wrong tool first if they were used.
+            {"id": "b", "query": "latest price of a stock ticker please", "expected_tools": ["translate"]},
+            {"id": "h3", "query": "what is up with the weather in lisbon", "expected_tools": ["stock_price"]},
+        ],
+    )
+    report = run_route_eval("--catalog", str(catalog), "--queries", str(queries), "--history", str(history))
+    warm = report["history"]
+    assert warm["n_history_queries"] == 3 and warm["n_examples"] == 3
+    assert warm["skipped_self_matches"] == 2
+    assert report["recall@1"] == pytest.approx(2 / 3, abs=1e-4), "cold: nothing matches the landlord query"
+    assert warm["recall@1"] == 1.0
+    assert set(warm["per_source"]) == {"x", "y", "unknown"}
+
+
+def test_split_history_halves_the_queries_by_id_the_same_way_every_time(bench_files, monkeypatch):
+    monkeypatch.setattr(embeddings, "embed_texts", bag_of_words_embedder)
+    monkeypatch.setattr(embeddings, "load_model", lambda: None)
+    queries = [BenchQuery(str(n), f"query {n}", ("a",), "s") for n in range(200)]
+    history, evaluation = split_by_id(queries)
+    assert sorted(history + evaluation, key=lambda q: int(q.id)) == queries
+    assert 70 < len(history) < 130
+    assert split_by_id(list(reversed(queries)))[0] == list(reversed(history))
+    catalog, path = bench_files
+    report = run_route_eval("--catalog", str(catalog), "--queries", str(path), "--split-history")
+    first, second = split_by_id(load_queries(path))
+    assert report["n_queries"] == len(second) and report["history"]["n_history_queries"] == len(first)

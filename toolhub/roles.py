@@ -1,6 +1,6 @@
 """The three operator roles (Django groups) and the model permissions each holds.
 
-viewer reads; operator also edits policies and knowledge, approves calls and
+viewer reads; operator also edits policies, knowledge and tool examples, approves calls and
 chats; admin holds every permission. Views check permissions, not group names.
 """
 
@@ -12,7 +12,7 @@ ADMIN = "admin"
 
 APPS = ("catalog", "agents")
 OPERATOR_EDITS = {
-    "catalog": ("toolpolicy", "policyversion", "knowledgesnippet"),
+    "catalog": ("toolpolicy", "policyversion", "knowledgesnippet", "toolexample"),
     "agents": ("conversation", "message", "turn", "workflow", "toolapproval"),
 }
 

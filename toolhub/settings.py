@@ -236,6 +236,12 @@ TOOLHUB_SEARCH_TOOL = "tool_search"
 TOOLHUB_SEARCH_EMBEDDINGS = env_bool("TOOLHUB_SEARCH_EMBEDDINGS", True)
 # Build the search index (and load the embedding model) when a server or worker starts, not on the first request.
 TOOLHUB_WARM_START = env_bool("TOOLHUB_WARM_START", True)
+# Learning from traffic (agents/learning.py, catalog/examples.py): a good turn's request becomes an example of its tool.
+TOOLHUB_LEARN_FROM_TURNS = env_bool("TOOLHUB_LEARN_FROM_TURNS", True)
+TOOLHUB_LEARN_AUTO_APPROVE = env_bool("TOOLHUB_LEARN_AUTO_APPROVE", False)
+TOOLHUB_LEARN_PER_OWNER = env_bool("TOOLHUB_LEARN_PER_OWNER", False)
+TOOLHUB_LEARN_MAX_PER_CONVERSATION = env_int("TOOLHUB_LEARN_MAX_PER_CONVERSATION", 20)
+TOOLHUB_MAX_EXAMPLES_PER_TOOL = env_int("TOOLHUB_MAX_EXAMPLES_PER_TOOL", 50)
 TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
 TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 TOOLHUB_APPROVAL_TIMEOUT = env_int("TOOLHUB_APPROVAL_TIMEOUT", 300)

@@ -2,7 +2,8 @@
 
 The catalog is the public bench catalog plus seeded distractors of the same
 shape; nothing is written to the database. It reports what it measured, on the
-data it names, and asserts nothing.
+data it names, and asserts nothing. --history FILE loads FILE's queries as approved
+examples (as route_eval --history does), so the timings include the example fusion.
 """
 
 import json
@@ -18,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.evaluation import (
     BenchFileError,
     bench_context,
+    history_examples,
     load_catalog,
     load_queries,
     percentile_ms,
@@ -42,6 +44,7 @@ class Command(BaseCommand):
         parser.add_argument("--requests", type=int, default=500, help="Requests to time (sampled from dev queries).")
         parser.add_argument("--seed", type=int, default=7)
         parser.add_argument("--format", choices=["text", "json"], default="text", help="json: only the JSON line.")
+        parser.add_argument("--history", help="JSONL of past queries loaded as approved examples (timed warm).")
 
     def handle(self, *args, **options):
         size, bench_dir = options["tools"], Path(options["bench_dir"])
@@ -49,7 +52,9 @@ class Command(BaseCommand):
             raise CommandError("--tools and --requests must be at least 1")
         try:
             public = load_catalog(bench_dir / "catalog.json")
-            queries = load_queries(bench_dir / "dev.jsonl", known_tools={tool["name"] for tool in public})
+            known = {tool["name"] for tool in public}
+            queries = load_queries(bench_dir / "dev.jsonl", known_tools=known)
+            history = load_queries(options["history"], known_tools=known) if options["history"] else []
         except BenchFileError as exc:
             raise CommandError(str(exc)) from None
         scaled = scaled_catalog(public, size, seed=options["seed"])
@@ -63,8 +68,12 @@ class Command(BaseCommand):
             embeddings.load_model()
         model_load_seconds = time.perf_counter() - start
         start = time.perf_counter()
-        index = ToolSearchIndex(documents, embedder=embeddings.embed_texts if dense else None)
+        index = ToolSearchIndex(
+            documents, embedder=embeddings.embed_texts if dense else None, examples=history_examples(history)
+        )
         build_seconds = time.perf_counter() - start
+        # Example texts are dev queries: a timed request must embed its query, not find it memoised.
+        embeddings.forget_memo()
 
         steps = self.request_steps(index, bench_context(scaled, index))
         load_before = os.getloadavg()[0]
@@ -87,6 +96,7 @@ class Command(BaseCommand):
             "n_distractors": max(0, size - len(public)),
             "n_requests": len(requests),
             "allowed_size": len(index.names),
+            "n_examples": len(index.examples),
             "steward_mode": "rules",
             "model_load_s": round(model_load_seconds, 2),
             "index_build_s": round(build_seconds, 2),
@@ -105,7 +115,8 @@ class Command(BaseCommand):
         if options["format"] == "text":
             steps_text = ", ".join(f"{n} p50 {t['p50_ms']} / p95 {t['p95_ms']} ms" for n, t in report["steps"].items())
             self.stdout.write(
-                f"{report['n_tools']} tools ({report['n_distractors']} distractors), {report['n_requests']} requests: "
+                f"{report['n_tools']} tools ({report['n_distractors']} distractors), {report['n_examples']} examples, "
+                f"{report['n_requests']} requests: "
                 f"{steps_text}; index built in {report['index_build_s']} s; peak RSS {report['peak_rss_mb']} MB"
             )
         self.stdout.write(json.dumps(report))
