@@ -254,10 +254,12 @@ class ToolSearchIndex:
         if self._example_matrix is None or not len(self.examples) or not tool_cosines.size:
             return boost
         similarity = self._example_matrix @ query_vector
-        visible = (self._example_owners == 0) | (self._example_owners == (owner_id or -1))
+        hidden = self._example_owners != 0  # owned examples help only their owner
+        if hidden.any():
+            hidden &= self._example_owners != (owner_id or -1)
         if exclude:
-            visible &= ~np.isin(self._example_keys, list(exclude))
-        similarity = np.where(visible, similarity, -1.0)
+            hidden |= np.isin(self._example_keys, list(exclude))
+        similarity[hidden] = -1.0
         floor = max(EXAMPLE_MIN_SIMILARITY, float(tool_cosines.max()) - EXAMPLE_MARGIN)
         nearest = similarity.size if similarity.size <= EXAMPLE_NEIGHBOURS else EXAMPLE_NEIGHBOURS
         top = np.argpartition(-similarity, nearest - 1)[:nearest]
