@@ -1,5 +1,7 @@
 """Tool examples: validation, merging, bounds, the fusion (helps near, never hurts far) and policy safety."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -290,3 +292,25 @@ def test_a_denied_tool_stays_denied_however_many_examples_it_has(fake_dense):
     assert set(denied) >= {"purge_invoices", "dump_invoices"}
     assert not {"purge_invoices", "dump_invoices"} & ({*bundle.loaded_names} | {*bundle.deferred_names})
     assert ToolPolicy.objects.get(tool__name="purge_invoices").operation == "delete"
+
+
+@pytest.mark.django_db
+def test_import_examples_adds_merges_and_reports_refusals(fake_dense, tmp_path):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    make_tool("get_weather")
+    rows = [
+        {"query": "rain in oslo?", "expected_tools": ["get_weather"]},
+        {"query": "Rain in Oslo", "expected_tools": ["get_weather"]},
+        {"query": "hello", "expected_tools": ["ghost_tool"]},
+        {"query": "", "expected_tools": ["get_weather"]},
+    ]
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = StringIO()
+    call_command("import_examples", str(path), "--approve", stdout=out)
+    assert out.getvalue().splitlines()[0] == "1 added, 1 merged, 2 refused"
+    example = ToolExample.objects.get()
+    assert (example.source, example.approved, example.seen_count) == ("imported", True, 2)
