@@ -24,7 +24,7 @@ word in common. Examples never widen `allowed`: they re-rank what policy permits
 Tuned on dev's history half only (split by sha256(id) parity; that half split again,
 one quarter as examples, the other as queries): recall@5 0.585 -> 0.819, Berkeley
 0.695 -> 0.718; a fixed floor with no margin (0.3 / 0.4) lifted the whole to 0.84
-but cost Berkeley up to 0.05, whose nearest past queries mostly name a sibling tool.
+but cost Berkeley 0.01-0.08, whose nearest past queries mostly name a sibling tool.
 """
 
 import re
