@@ -11,7 +11,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 BENCH_DIR ?= ../shared/bench
 
 .PHONY: run test test-unit test-integration lint setup clean bench
-# Browser tests use Debian's Chromium; make test installs it when missing.
+# Browser tests use Debian's Chromium (and an emoji font for the status lines); make test installs them when missing.
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -24,7 +24,8 @@ $(VENV)/.installed: requirements.txt
 setup: $(VENV)/.installed
 
 $(CHROMIUM):
-	$(SUDO) apt-get install -y chromium || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
+	$(SUDO) apt-get install -y chromium fonts-noto-color-emoji || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium fonts-noto-color-emoji)
 
 run: setup
 	$(PY) manage.py setup_demo

@@ -1,5 +1,6 @@
 """API keys: `th_<prefix>_<secret>`, stored as a SHA-256 hash, looked up by prefix, compared in constant time."""
 
+import datetime
 import hashlib
 import hmac
 import secrets
@@ -7,6 +8,8 @@ import secrets
 from django.utils import timezone
 
 from .models import ApiKey
+
+LAST_USED_RESOLUTION = datetime.timedelta(minutes=1)
 
 
 def _digest(key: str) -> str:
@@ -27,5 +30,8 @@ def authenticate(key: str) -> ApiKey | None:
     api_key = ApiKey.objects.select_related("user").filter(prefix=parts[1], revoked=False).first()
     if api_key is None or not hmac.compare_digest(api_key.key_hash, _digest(key)) or not api_key.user.is_active:
         return None
-    ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=timezone.now())
+    now = timezone.now()
+    # At most one write a minute per key: a commit on every request (an MCP call is one) costs more than the call.
+    if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
     return api_key

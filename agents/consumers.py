@@ -13,6 +13,7 @@ or shown twice.
 
 import asyncio
 import time
+from collections import OrderedDict
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -26,6 +27,28 @@ VIEW_PERMISSION = "agents.view_turn"
 FORBIDDEN = 4403  # close code: not logged in or no permission (the htmx ws extension does not reconnect)
 NOT_FOUND = 4404
 OVERVIEW_REFRESH_SECONDS = 1.0
+FRAGMENT_CACHE_SIZE = 2048
+
+# Every viewer of a turn gets the same fragment for an event: render it (and read its routing log) once per process.
+# The cache holds tasks, so viewers that receive the event at the same moment share one rendering.
+_fragments: OrderedDict[tuple, asyncio.Task] = OrderedDict()
+
+
+async def _render(event: dict, can_decide: bool) -> str:
+    routing = None
+    if console.needs_routing_log(event):
+        routing = await database_sync_to_async(console.routing_log)(event["turn"])
+    return console.render_event(event, can_decide=can_decide, routing=routing)
+
+
+async def event_fragment(event: dict, *, can_decide: bool) -> str:
+    key = (event["turn"], event["sequence"], event.get("created_at"), can_decide)  # an event never changes
+    task = _fragments.get(key)
+    if task is None or (task.done() and task.exception() is not None):
+        task = _fragments[key] = asyncio.ensure_future(_render(event, can_decide))
+        if len(_fragments) > FRAGMENT_CACHE_SIZE:
+            _fragments.popitem(last=False)
+    return await asyncio.shield(task)
 
 
 @database_sync_to_async
@@ -122,10 +145,7 @@ class ConversationConsumer(ConsoleBase):
         if event["sequence"] != last + 1:
             events = await database_sync_to_async(console.missing_events)(turn_id, after=last)
         for each in events:
-            routing = None
-            if console.needs_routing_log(each):
-                routing = await database_sync_to_async(console.routing_log)(turn_id)
-            await self.send(text_data=console.render_event(each, can_decide=self.can_decide, routing=routing))
+            await self.send(text_data=await event_fragment(each, can_decide=self.can_decide))
             self.last[turn_id] = each["sequence"]
 
 

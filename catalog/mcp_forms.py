@@ -18,7 +18,11 @@ class PrettyJSONField(forms.JSONField):
 
 class McpServerForm(forms.ModelForm):
     url = forms.URLField(
-        required=False, assume_scheme="https", max_length=500, help_text=McpServer._meta.get_field("url").help_text
+        label="URL",
+        required=False,
+        assume_scheme="https",
+        max_length=500,
+        help_text=McpServer._meta.get_field("url").help_text,
     )
 
     class Meta:
@@ -30,6 +34,7 @@ class McpServerForm(forms.ModelForm):
             "env": forms.Textarea(attrs={"rows": 3}),
             "headers": forms.Textarea(attrs={"rows": 3}),
         }
+        labels = {"args": "Arguments", "env": "Environment"}
         help_texts = {
             "args": 'stdio: its arguments, a JSON list of strings, e.g. ["-m", "demo_mcp.loyalty_server"].',
             "env": 'stdio: extra environment variables, a JSON object of strings, e.g. {"API_TOKEN": "..."}.',

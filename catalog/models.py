@@ -250,13 +250,13 @@ class McpServer(models.Model):
     `missing_tool_names` (what it stopped serving; those tools are disabled, never deleted)."""
 
     class Transport(models.TextChoices):
-        STDIO = "stdio"
+        STDIO = "stdio", "stdio"
         STREAMABLE_HTTP = "streamable_http", "streamable HTTP"
 
     class Status(models.TextChoices):
         NEVER = "never", "never synced"
-        OK = "ok"
-        ERROR = "error"
+        OK = "ok", "OK"
+        ERROR = "error", "error"
 
     class SyncPhase(models.TextChoices):
         """Where the latest sync is; the running phases are RUNNING_SYNC_PHASES."""

@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from .deferral import is_deferred
 from .examples import ExampleRefused, add_example, edit_example
@@ -50,6 +50,7 @@ def _tool_list_context(request) -> dict:
 
 @login_required
 @permission_required(VIEW_TOOL, raise_exception=True)
+@require_safe
 def catalog_list(request):
     context = _tool_list_context(request) | {
         "needs_policy": tools_needing_policy().select_related("policy"),
@@ -63,6 +64,7 @@ def catalog_list(request):
 
 @login_required
 @permission_required(VIEW_TOOL, raise_exception=True)
+@require_safe
 def tool_detail(request, name):
     tool = get_object_or_404(Tool.objects.select_related("policy"), name=name)
     return render(request, "catalog/tool_detail.html", tool_page_context(request, tool))
@@ -85,6 +87,7 @@ def tool_page_context(request, tool, **examples) -> dict:
 
 @login_required
 @permission_required(VIEW_POLICY, raise_exception=True)
+@require_safe
 def policy_list(request):
     context = _tool_list_context(request) | {"can_edit": request.user.has_perm(EDIT_POLICY)}
     template = "catalog/policies.html#policy-table" if request.htmx else "catalog/policies.html"
@@ -167,6 +170,7 @@ def _snippet_filters(request) -> tuple[SnippetFilterForm, dict]:
 
 @login_required
 @permission_required(VIEW_SNIPPET, raise_exception=True)
+@require_safe
 def knowledge_list(request):
     form, filters = _snippet_filters(request)
     context = {
@@ -264,6 +268,7 @@ def _csv_rows(snippets):
 
 @login_required
 @permission_required(VIEW_SNIPPET, raise_exception=True)
+@require_safe
 def knowledge_export(request):
     """The filtered list as CSV, streamed row by row."""
     _, filters = _snippet_filters(request)

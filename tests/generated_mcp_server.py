@@ -2,6 +2,7 @@
 
     python -m tests.generated_mcp_server --tools 1000
     python -m tests.generated_mcp_server --tools 3 --malformed gen_tool_0002
+    python -m tests.generated_mcp_server --tools 1000 --http 127.0.0.1:8766   # streamable HTTP at /mcp
 
 Every tool echoes its arguments back as JSON text. --malformed lists that tool
 with an input schema that is not valid JSON Schema (a property of type
@@ -64,8 +65,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.generated_mcp_server", description=__doc__.split("\n")[0])
     parser.add_argument("--tools", type=int, default=1000)
     parser.add_argument("--malformed", action="append", default=[], metavar="NAME")
+    parser.add_argument("--http", metavar="HOST:PORT", help="Serve streamable HTTP at http://HOST:PORT/mcp, not stdio.")
     options = parser.parse_args(argv)
     server = build_server(options.tools, set(options.malformed))
+    if options.http:
+        import uvicorn
+
+        host, _, port = options.http.rpartition(":")
+        uvicorn.run(server.streamable_http_app(host=host), host=host, port=int(port), log_level="warning")
+        return
 
     async def serve() -> None:
         async with stdio_server() as (read_stream, write_stream):

@@ -98,3 +98,16 @@ def test_create_api_key_prints_the_key_once_on_its_last_line(capsys):
     call_command("create_api_key", "ci-agent")
     key = capsys.readouterr().out.strip().splitlines()[-1]
     assert authenticate(key).name == "ci-agent"
+
+
+def test_a_key_records_when_it_was_last_used_at_most_once_a_minute(key):
+    from agents.api_keys import LAST_USED_RESOLUTION
+
+    first = authenticate(key).last_used_at  # the row as read, before this use
+    used = ApiKey.objects.get().last_used_at
+    assert first is None and used is not None
+    authenticate(key)
+    assert ApiKey.objects.get().last_used_at == used  # within the minute: no write
+    ApiKey.objects.update(last_used_at=used - LAST_USED_RESOLUTION * 2)
+    authenticate(key)
+    assert ApiKey.objects.get().last_used_at > used - LAST_USED_RESOLUTION

@@ -4,10 +4,12 @@ import datetime
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import RoutingLog
-from catalog.models import Domain, KnowledgeSnippet, PolicyVersion
+from catalog import urls as catalog_urls
+from catalog.models import Domain, KnowledgeSnippet, McpServer, PolicyVersion, ToolExample
 from catalog.policies import record_policy_version
 from tests.builders import make_policy, make_tool, make_user
 
@@ -31,6 +33,18 @@ WRITES = [
     "/knowledge/points-expire/",
     "/knowledge/points-expire/review",
 ]
+# Every URL name of these pages, with arguments: each is a read (GET only) or a write (403 without the permission).
+READ_NAMES = {"catalog": [], "tool-detail": ["get_weather"], "policies": [], "knowledge": [],
+              "knowledge-export": []}  # fmt: skip
+WRITE_NAMES = {"policy-detail": ["get_weather"], "policy-simulate": ["get_weather"],
+               "policy-rollback": ["get_weather", 1], "knowledge-detail": ["points-expire"],
+               "knowledge-review": ["points-expire"]}  # fmt: skip
+# The MCP servers page and the tool page's examples (their own tests cover what they do): a viewer reads the
+# first and is refused every one of the second. `example` stands for the fixture's example's id.
+OTHER_READ_NAMES = {"mcp-servers": [], "mcp-server-detail": ["demo"], "mcp-server-progress": ["demo"]}
+OTHER_WRITE_NAMES = {"tool-example-add": ["get_weather"], "tool-example-edit": ["get_weather", "example"],
+                     "tool-example-delete": ["get_weather", "example"], "mcp-server-add": [],
+                     "mcp-server-edit": ["demo"], "mcp-server-test": ["demo"], "mcp-server-sync": ["demo"]}  # fmt: skip
 POLICY_POST = {"status": "rejected", "operation": "read", "risk": "low", "domains": ["general"], "note": "deny",
                "base_version": "2", "replay": "5"}  # fmt: skip
 SNIPPET_POST = {"title": "Points expire", "text": "Changed.", "source": "handbook", "owner": "team",
@@ -105,3 +119,47 @@ def test_operator_can_use_every_write(client, data):
 def test_a_user_without_any_role_gets_403(client, data, url):
     client.force_login(get_user_model().objects.create_user("nobody", password="a-long-test-password"))
     assert client.get(url).status_code == 403
+
+
+def test_every_catalog_url_is_classified_as_read_or_write():
+    """A new endpoint cannot be added without deciding which list (and so which test) it belongs to."""
+    names = {pattern.name for pattern in catalog_urls.urlpatterns} | {"policy-simulate"}
+    assert names == set(READ_NAMES) | set(WRITE_NAMES) | set(OTHER_READ_NAMES) | set(OTHER_WRITE_NAMES)
+    assert sorted(reverse(name, args=args) for name, args in WRITE_NAMES.items()) == sorted(WRITES)
+
+
+@pytest.mark.parametrize("name", sorted(READ_NAMES))
+def test_read_only_pages_refuse_posts(client, data, name):
+    client.force_login(make_user("op", role="operator"))
+    assert client.post(reverse(name, args=READ_NAMES[name])).status_code == 405
+
+
+@pytest.fixture
+def others(data):
+    example = ToolExample.objects.create(tool=data[0].tool, text="is it raining", text_key="k", approved=True)
+    server = McpServer.objects.create(name="demo", command="/bin/false")
+    return example, server
+
+
+def other_url(name: str, example) -> str:
+    return reverse(name, args=[example.pk if arg == "example" else arg for arg in OTHER_WRITE_NAMES.get(name, ())]
+                   or OTHER_READ_NAMES.get(name, []))  # fmt: skip
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator"])
+def test_mcp_server_pages_are_read_by_every_role_and_written_by_none_but_admin(client, others, role):
+    example, server = others
+    client.force_login(make_user("someone", role=role))
+    for name in OTHER_READ_NAMES:
+        assert client.get(other_url(name, example)).status_code == 200, name
+    for name in (name for name in OTHER_WRITE_NAMES if name.startswith("mcp-")):
+        assert client.post(other_url(name, example), {"name": "changed"}).status_code == 403, name
+    assert list(McpServer.objects.values_list("name", "command")) == [("demo", "/bin/false")]
+
+
+def test_viewer_gets_403_on_every_example_write_and_nothing_changes(client, others):
+    example, _ = others
+    client.force_login(make_user("watcher", role="viewer"))
+    for name in (name for name in OTHER_WRITE_NAMES if name.startswith("tool-example")):
+        assert client.post(other_url(name, example), {"text": "changed", "approved": ""}).status_code == 403, name
+    assert list(ToolExample.objects.values_list("text", "approved")) == [("is it raining", True)]

@@ -51,18 +51,20 @@ from catalog.decision import RoutingDecision, load_catalog  # noqa: E402
 from catalog.mcp_sync import sync_server  # noqa: E402
 from catalog.models import McpServer, Tool  # noqa: E402
 from tests.builders import make_policy, make_user  # noqa: E402
-from tests.servers import daphne, embedded_env  # noqa: E402
+from tests.servers import daphne, embedded_env, free_port, start, wait_for_port  # noqa: E402
 
 TOOL = "gen_tool_0001"
 ARGUMENTS = {"q": "benchmark", "limit": 3}
 WARM_UP = 20
 
 
-def percentiles(samples_ms: list[float]) -> str:
+def percentile95(samples_ms: list[float]) -> float:
     ordered = sorted(samples_ms)
-    p50 = statistics.median(ordered)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return f"p50 {p50:.2f} ms, p95 {p95:.2f} ms"
+    return ordered[round(0.95 * (len(ordered) - 1))]
+
+
+def percentiles(samples_ms: list[float]) -> str:
+    return f"p50 {statistics.median(samples_ms):.2f} ms, p95 {percentile95(samples_ms):.2f} ms"
 
 
 def server_args(tools: int) -> list[str]:
@@ -87,17 +89,37 @@ def bench_sync(tools: int) -> McpServer:
 
 async def direct_calls(tools: int, calls: int) -> list[float]:
     params = StdioServerParameters(command=sys.executable, args=server_args(tools), cwd=str(ROOT))
-    samples = []
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        for index in range(WARM_UP + calls):
-            started = time.perf_counter()
-            result = await session.call_tool(TOOL, ARGUMENTS)
-            elapsed = (time.perf_counter() - started) * 1000
-            assert not result.is_error
-            if index >= WARM_UP:
-                samples.append(elapsed)
+        return await sdk_calls(session, calls)
+
+
+async def sdk_calls(session: ClientSession, calls: int) -> list[float]:
+    samples = []
+    for index in range(WARM_UP + calls):
+        started = time.perf_counter()
+        result = await session.call_tool(TOOL, ARGUMENTS)
+        elapsed = (time.perf_counter() - started) * 1000
+        assert not result.is_error, result.content[0].text
+        if index >= WARM_UP:
+            samples.append(elapsed)
     return samples
+
+
+async def direct_http_calls(tools: int, calls: int) -> list[float]:
+    """The same server over streamable HTTP (uvicorn), called by the SDK client: the transport's own cost."""
+    port = free_port()
+    process, log = start([sys.executable, *server_args(tools), "--http", f"127.0.0.1:{port}"], dict(os.environ))
+    try:
+        wait_for_port(port, process, log)
+        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await sdk_calls(session, calls)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
 
 
 def runtime_calls(calls: int) -> list[float]:
@@ -129,21 +151,13 @@ def mcp_server_calls(calls: int) -> list[float]:
 
 
 async def toolhub_calls(base: str, key: str, calls: int) -> list[float]:
-    samples = []
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60)
     async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             assert TOOL in [tool.name for tool in (await session.list_tools()).tools]
             await session.call_tool("tool_search", {"query": "look up records"})  # waits for the search warm-up
-            for index in range(WARM_UP + calls):
-                started = time.perf_counter()
-                result = await session.call_tool(TOOL, ARGUMENTS)
-                elapsed = (time.perf_counter() - started) * 1000
-                assert not result.is_error, result.content[0].text
-                if index >= WARM_UP:
-                    samples.append(elapsed)
-    return samples
+            return await sdk_calls(session, calls)
 
 
 def main() -> None:
@@ -161,6 +175,7 @@ def main() -> None:
     _, key = create_api_key(user=make_user(role="viewer"), name="mcp-bench")
 
     direct = asyncio.run(direct_calls(options.tools, options.calls))
+    direct_http = asyncio.run(direct_http_calls(options.tools, options.calls))
     runtime = runtime_calls(options.calls)
     logic = mcp_server_calls(options.calls)
     mcp_client.close_all()
@@ -168,13 +183,16 @@ def main() -> None:
         through = asyncio.run(toolhub_calls(base, key, options.calls))
     print(f"{options.calls} calls of {TOOL} (after {WARM_UP} warm-up calls each):")
     print(f"  direct SDK call over stdio:                 {percentiles(direct)}")
+    print(f"  direct SDK call over streamable HTTP:       {percentiles(direct_http)}")
     print(f"  toolhub runtime path (execute, in-process): {percentiles(runtime)}")
     print(f"  /mcp's logic in-process (mcp_server.call):  {percentiles(logic)}")
     print(f"  SDK client through toolhub's /mcp (Daphne): {percentiles(through)}")
-    for label, samples in (("runtime path", runtime), ("/mcp logic", logic), ("/mcp", through)):
-        p50 = statistics.median(samples) - statistics.median(direct)
-        p95 = sorted(samples)[round(0.95 * (len(samples) - 1))] - sorted(direct)[round(0.95 * (len(direct) - 1))]
-        print(f"  added by toolhub ({label}): p50 {p50:+.2f} ms, p95 {p95:+.2f} ms")
+    comparisons = (("runtime path", runtime, direct, "stdio"), ("/mcp logic", logic, direct, "stdio"),
+                   ("/mcp", through, direct_http, "streamable HTTP"))  # fmt: skip
+    for label, samples, base_samples, transport in comparisons:
+        p50 = statistics.median(samples) - statistics.median(base_samples)
+        p95 = percentile95(samples) - percentile95(base_samples)
+        print(f"  added by toolhub ({label}, over a direct {transport} call): p50 {p50:+.2f} ms, p95 {p95:+.2f} ms")
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
 

@@ -123,3 +123,28 @@ def test_an_operator_chats_from_the_console_and_sees_routing_with_denied_tools_l
     assert page.evaluate("window.__notReloaded")
     second.locator(".turn-status.status-done").wait_for()
     screenshot(page, "console-conversation-1280")
+
+
+PAGES = {"overview": "/", "console-list": "/console/", "routing": "/routing/", "workflows": "/workflows/"}
+
+
+def test_the_console_overview_routing_and_workflow_pages_fit_1280_and_390_wide(browser_stack, new_page, log_in,
+                                                                                screenshot):  # fmt: skip
+    asker = new_page()
+    log_in(asker, "operator")
+    asker.goto("/console/")
+    asker.get_by_label("Start a conversation").fill("What time is it in Paris?")
+    asker.get_by_role("button", name="Send").click()
+    asker.wait_for_url("**/console/*/")
+    asker.locator(".turn-status.status-done").wait_for()
+    pages = {**PAGES, "console-conversation": asker.url.removeprefix(browser_stack.url),
+             "routing-detail": f"/routing/{Turn.objects.get().routing_log.pk}/"}  # fmt: skip
+    for width in (1280, 390):
+        page = new_page({"width": width, "height": 800})
+        log_in(page, "operator")
+        for name, path in pages.items():
+            page.goto(path)
+            if name in ("overview", "console-list", "console-conversation"):
+                page.wait_for_selector("body[data-live=open]")
+            assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{name} overflows at {width}"
+            screenshot(page, f"{name}-{width}")

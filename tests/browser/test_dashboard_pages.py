@@ -29,7 +29,7 @@ def csrf_token(page) -> str:
     return page.locator("input[name=csrfmiddlewaretoken]").first.get_attribute("value")
 
 
-def test_operator_denies_a_tool_after_simulating_and_sees_the_new_version(page, log_in):
+def test_operator_denies_a_tool_after_simulating_and_sees_the_new_version(page, log_in, screenshot):
     policy = ToolPolicy.objects.get(tool__name=TOOL)
     assert policy.status == ToolPolicy.Status.ACTIVE
     for query in ("where does example.com point", "what is 2+2"):
@@ -42,6 +42,7 @@ def test_operator_denies_a_tool_after_simulating_and_sees_the_new_version(page, 
     expect(simulation).to_contain_text("2 of 2 requests would change")
     expect(simulation.locator("table.sim")).to_contain_text(TOOL)
     assert "/simulate" not in page.url  # swapped in place by htmx
+    screenshot(page, "policy-simulation-1280")
     page.get_by_label("Note").fill("deny dns_lookup in the browser test")
     page.get_by_role("button", name="Save new version").click()
     expect(page.get_by_role("status")).to_contain_text("Saved version 2")

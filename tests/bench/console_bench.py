@@ -1,0 +1,274 @@
+"""Console benchmark: N WebSockets on one Daphne (Redis layer) each receive every event of a turn; prints figures.
+
+Not a test: it asserts nothing. On a fresh PostgreSQL database (dropped
+afterwards) with Redis, one Celery worker and one Daphne process: for each
+turn, N viewers open /ws/console/<conversation>/ before the turn is
+enqueued; every socket must then receive one fragment per stored event.
+Delivery latency is receipt time minus the event's created_at (stored
+before commit and broadcast, so it includes both). Then the console pages'
+render time over plain GETs.
+
+    .venv/bin/python tests/bench/console_bench.py --sockets 200 --turns 3
+"""
+
+import argparse
+import asyncio
+import base64
+import http.client
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import psycopg  # noqa: E402
+
+from tests.servers import celery_worker, daphne, embedded_env, manage  # noqa: E402
+
+POSTGRES = "postgresql://postgres@127.0.0.1:5432"
+QUERY = "What time is it in Paris?"  # steward, routing, a tool call and result, knowledge, a streamed answer
+CONNECT_BATCH = 25
+
+
+def admin(sql: str) -> None:
+    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as connection:
+        connection.execute(sql)
+
+
+def setup_django(env: dict) -> None:
+    os.environ.clear()
+    os.environ.update(env | {"TOOLHUB_WARM_START": "0"})
+    import django
+
+    django.setup()
+
+
+def pct(values: list[float], fraction: float) -> float | None:
+    from agents.metrics import percentile
+
+    value = percentile(values, fraction)
+    return None if value is None else round(value, 1)
+
+
+class Probe:
+    """One console viewer on a minimal RFC 6455 client (asyncio streams): records (receipt time, text) of each message.
+
+    A hand-written client because autobahn's asyncio flavour cannot share a process with Daphne's twisted one.
+    """
+
+    def __init__(self):
+        self.messages: list[tuple[float, str]] = []
+
+    async def open(self, base: str, path: str, session: str) -> "Probe":
+        url = urlsplit(base)
+        self.reader, self.writer = await asyncio.open_connection(url.hostname, url.port)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: {url.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {base}\r\n"
+            f"Cookie: sessionid={session}\r\n\r\n".encode()
+        )
+        status = await self.reader.readline()
+        if b" 101 " not in status:
+            raise ConnectionError(f"handshake refused: {status!r}")
+        while (await self.reader.readline()) not in (b"\r\n", b""):
+            pass
+        self.task = asyncio.ensure_future(self.read())
+        return self
+
+    async def read(self) -> None:
+        text = b""
+        while True:
+            head = await self.reader.readexactly(2)
+            length = head[1] & 0x7F
+            if length == 126:
+                length = int.from_bytes(await self.reader.readexactly(2), "big")
+            elif length == 127:
+                length = int.from_bytes(await self.reader.readexactly(8), "big")
+            payload = await self.reader.readexactly(length)
+            opcode = head[0] & 0x0F
+            if opcode == 0x8:  # close
+                return
+            if opcode in (0x1, 0x0):
+                text += payload
+                if head[0] & 0x80:  # final fragment
+                    self.messages.append((time.time(), text.decode()))
+                    text = b""
+
+    async def close(self) -> None:
+        self.writer.write(bytes([0x88, 0x80]) + os.urandom(4))  # a masked close frame, no payload
+        await self.writer.drain()
+        self.task.cancel()
+        self.writer.close()
+
+
+async def open_socket(base: str, path: str, session: str) -> Probe:
+    return await asyncio.wait_for(Probe().open(base, path, session), 60)
+
+
+async def watch_turn(base: str, session: str, sockets: int, timeout: float) -> dict:
+    """Open the sockets on a new conversation, run one turn, wait until every socket has every event."""
+    from asgiref.sync import sync_to_async
+    from django.contrib.auth import get_user_model
+
+    from agents.models import Conversation, Turn, TurnEvent
+    from agents.turns import create_turn, enqueue_turn
+
+    owner = await sync_to_async(get_user_model().objects.get)(username="bench-viewer")
+    turn = await sync_to_async(lambda: create_turn(Conversation.objects.create(owner=owner, title=QUERY), QUERY))()
+    path = f"/ws/console/{turn.conversation_id}/"
+    connect_start = time.perf_counter()
+    factories: list[Probe] = []
+    for start in range(0, sockets, CONNECT_BATCH):
+        batch = range(start, min(start + CONNECT_BATCH, sockets))
+        factories += await asyncio.gather(*(open_socket(base, path, session) for _ in batch))
+    connect_seconds = time.perf_counter() - connect_start
+    deadline = time.monotonic() + 30
+    while any(len(f.messages) < 1 for f in factories) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)  # every socket has its (empty) history snapshot
+    snapshots = [len(f.messages) for f in factories]
+    await sync_to_async(enqueue_turn)(turn.id)
+    deadline = time.monotonic() + timeout
+    events = []
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        status = await sync_to_async(lambda: Turn.objects.get(pk=turn.id).status)()
+        events = await sync_to_async(
+            lambda: list(TurnEvent.objects.filter(turn=turn).order_by("sequence").values_list("sequence", "created_at"))
+        )()
+        if status in ("done", "failed") and all(len(f.messages) - 1 >= len(events) for f in factories):
+            break
+    await asyncio.sleep(0.5)  # anything extra (a duplicate) would arrive now
+    latencies, complete, extra, out_of_order = [], 0, 0, 0
+    by_sequence: dict[int, list[float]] = {}
+    for factory in factories:
+        live = factory.messages[1:]  # after the history snapshot: one message per event, in sequence order
+        if len(live) >= len(events):
+            complete += 1
+        extra += max(len(live) - len(events), 0)
+        for (received, text), (sequence, created_at) in zip(live, events, strict=False):
+            latencies.append((received - created_at.timestamp()) * 1000)
+            by_sequence.setdefault(sequence, []).append(latencies[-1])
+            if "data-sequence" in text and f'data-sequence="{sequence}"' not in text:
+                out_of_order += 1
+        await factory.close()
+    await asyncio.sleep(0.5)
+    return {"turn": turn.id, "events": len(events), "sockets": sockets, "complete": complete, "extra": extra,
+            "out_of_order": out_of_order, "p50_by_sequence": {k: pct(v, 0.5) for k, v in by_sequence.items()},
+            "snapshots_ok": all(s == 1 for s in snapshots), "latencies": latencies,
+            "connect_seconds": connect_seconds, "status": status}  # fmt: skip
+
+
+def time_gets(base: str, path: str, session: str, count: int) -> list[float]:
+    url = urlsplit(base)
+    times = []
+    for _ in range(count):
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+        start = time.perf_counter()
+        connection.request("GET", path, headers={"Cookie": f"sessionid={session}"})
+        response = connection.getresponse()
+        body = response.read()
+        times.append((time.perf_counter() - start) * 1000)
+        connection.close()
+        if response.status != 200 or b"ws-connect" not in body:
+            raise SystemExit(f"GET {path}: HTTP {response.status}: {body[:300]!r}")
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sockets", type=int, default=200, help="concurrent console WebSockets (default 200)")
+    parser.add_argument("--turns", type=int, default=3, help="turns watched, each by fresh sockets (default 3)")
+    parser.add_argument("--gets", type=int, default=50, help="GETs of each console page (default 50)")
+    parser.add_argument("--timeout", type=float, default=120, help="seconds a turn may take to reach every socket")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/1")
+    args = parser.parse_args()
+
+    database = f"toolhub_consolebench_{os.getpid()}"
+    admin(f"CREATE DATABASE {database}")
+    try:
+        with tempfile.TemporaryDirectory(prefix="console-bench-") as tmp:
+            env = embedded_env(Path(tmp)) | {
+                "DATABASE_URL": f"{POSTGRES}/{database}",
+                "REDIS_URL": args.redis_url,
+                "TOOLHUB_CHANNEL_PREFIX": f"toolhub-consolebench-{os.getpid()}",
+                "TOOLHUB_CELERY_QUEUE": f"consolebench-{os.getpid()}",
+                "DJANGO_SETTINGS_MODULE": "toolhub.settings",
+            }
+            manage(env, "setup_demo")
+            setup_django(env)
+            figures = run(env, args)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        admin(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+    report(figures)
+
+
+def run(env: dict, args) -> dict:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from toolhub.celery import app
+    from toolhub.roles import VIEWER, ensure_groups
+
+    viewer = get_user_model().objects.create_user("bench-viewer", password="a-long-bench-password")
+    viewer.groups.add(ensure_groups()[VIEWER])
+    client = Client()
+    client.force_login(viewer)
+    session = client.cookies["sessionid"].value
+    load_before = os.getloadavg()[0]
+    with celery_worker(env, app), daphne(env) as base:
+        time_gets(base, "/console/", session, 2)  # warm the process
+        turns = [asyncio.run(watch_turn(base, session, args.sockets, args.timeout)) for _ in range(args.turns)]
+        conversation = f"/console/{_conversation_of(turns[-1]['turn'])}/"
+        list_ms = time_gets(base, "/console/", session, args.gets)
+        thread_ms = time_gets(base, conversation, session, args.gets)
+    latencies = [ms for turn in turns for ms in turn["latencies"]]
+    return {
+        "sockets": args.sockets,
+        "turns": [{k: v for k, v in t.items() if k != "latencies"} for t in turns],
+        "deliveries": len(latencies),
+        "latency_p50": pct(latencies, 0.5),
+        "latency_p95": pct(latencies, 0.95),
+        "latency_max": round(max(latencies), 1) if latencies else None,
+        "list_p50": pct(list_ms, 0.5),
+        "list_p95": pct(list_ms, 0.95),
+        "thread_p50": pct(thread_ms, 0.5),
+        "thread_p95": pct(thread_ms, 0.95),
+        "gets": args.gets,
+        "load_before": round(load_before, 2),
+        "load_after": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+    }
+
+
+def _conversation_of(turn_id: int) -> int:
+    from agents.models import Turn
+
+    return Turn.objects.values_list("conversation_id", flat=True).get(pk=turn_id)
+
+
+def report(f: dict) -> None:
+    print(f"toolhub console benchmark: {f['sockets']} WebSockets on one Daphne process, Redis channel layer, "
+          f"one Celery worker, PostgreSQL (fresh database, dropped)")  # fmt: skip
+    print(f"host: {f['cpus']} CPUs, 1-min load {f['load_before']} before, {f['load_after']} after\n")
+    for turn in f["turns"]:
+        print(f"  turn {turn['turn']} ({turn['status']}): {turn['events']} events; "
+              f"{turn['complete']}/{turn['sockets']} sockets received every one; {turn['extra']} extra and "
+              f"{turn['out_of_order']} out-of-order messages; history snapshot first on every socket: "
+              f"{turn['snapshots_ok']}; opened in {turn['connect_seconds']:.1f} s")  # fmt: skip
+        print(f"    p50 ms by event sequence: {turn['p50_by_sequence']}")
+    print(f"\nDelivery latency, event stored -> fragment received ({f['deliveries']} deliveries): "
+          f"p50 {f['latency_p50']} ms, p95 {f['latency_p95']} ms, max {f['latency_max']} ms")  # fmt: skip
+    print(f"Page render (GET, full body, {f['gets']} each): /console/ p50 {f['list_p50']} ms, p95 {f['list_p95']} ms; "
+          f"/console/<id>/ p50 {f['thread_p50']} ms, p95 {f['thread_p95']} ms")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Journeys across pages, as an operator lives them: a policy edited in the editor shows in the live console;
+every main page at 1280 and 390 px wide (no sideways scrolling, keyboard reachable), with screenshots."""
+
+import pytest
+from playwright.sync_api import expect
+
+from agents.models import Turn
+from toolhub.context_processors import NAVIGATION
+
+WIDTHS = {1280: {"width": 1280, "height": 800}, 390: {"width": 390, "height": 844}}
+
+
+def send(page, text: str) -> None:
+    page.get_by_label("Message").fill(text)
+    page.get_by_role("button", name="Send").click()
+
+
+def test_a_tool_denied_in_the_policy_editor_shows_among_denied_in_the_open_console_without_a_reload(
+    browser_stack, new_page, log_in
+):
+    console = new_page()
+    log_in(console, "operator")
+    console.goto("/console/")
+    console.get_by_label("Start a conversation").fill("What is 15 + 27?")
+    console.get_by_role("button", name="Send").click()
+    console.wait_for_url("**/console/*/")
+    console.wait_for_selector("body[data-live=open]")
+    first = Turn.objects.get()
+    console.locator(f"#turn-{first.id} .status-done").wait_for()
+    expect(console.locator(f"#turn-{first.id}-routing dt:text('Loaded') + dd")).to_contain_text("calculate")
+    console.evaluate("window.__notReloaded = true")
+
+    # Another tab of the same operator: the policy editor takes the calculator away.
+    editor = console.context.new_page()
+    editor.goto("/policies/calculate/")
+    editor.get_by_label("Status").select_option("rejected")
+    editor.get_by_label("Note").fill("no calculator for now")
+    editor.get_by_role("button", name="Save new version").click()
+    expect(editor.get_by_role("status")).to_contain_text("Saved version")
+
+    console.bring_to_front()
+    send(console, "What is 15 + 27?")
+    second = console.locator(".turn").nth(1)
+    second.locator(".steward .denied").wait_for()
+    expect(second.locator(".denied-list")).to_contain_text("calculate")
+    expect(second.locator(".steward dt:text('Loaded') + dd")).not_to_contain_text("calculate")
+    assert console.evaluate("window.__notReloaded"), "the console page was never reloaded"
+
+
+def no_sideways_scroll(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_main_page_fits_the_width_is_keyboard_reachable_and_is_captured(new_page, log_in, screenshot, width):
+    page = new_page(WIDTHS[width])
+    log_in(page, "operator")
+    page.goto("/console/")
+    page.get_by_label("Start a conversation").fill("What is 15 + 27?")
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_url("**/console/*/")
+    page.locator(".turn .status-done").first.wait_for()
+    screenshot(page, f"console-conversation-{width}")
+    assert no_sideways_scroll(page), "the conversation page scrolls sideways"
+    turn = Turn.objects.get()
+    for _label, path in NAVIGATION:
+        page.goto(path)
+        expect(page.locator("main h1").first).to_be_visible()
+        assert no_sideways_scroll(page), f"{path} scrolls sideways at {width} px"
+        slug = path.strip("/") or "overview"
+        screenshot(page, f"{slug}-{width}")
+    page.goto(f"/routing/{turn.routing_log.pk}/")
+    screenshot(page, f"routing-detail-{width}")
+
+    # Keyboard: from the top of the page, Tab reaches every main navigation link.
+    page.goto("/")
+    reached = set()
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        reached.add(page.evaluate("document.activeElement.getAttribute('href')"))
+    assert {path for _, path in NAVIGATION} <= reached
