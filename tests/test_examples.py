@@ -4,6 +4,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agents.steward import StewardContext, analyze
 from catalog import embeddings
@@ -13,7 +15,7 @@ from catalog.examples import ExampleRefused, add_example, edit_example, set_appr
 from catalog.models import CatalogState, ToolExample, ToolPolicy
 from catalog.search_index import ExampleDocument, ToolSearchIndex
 from tests.builders import make_policy, make_tool, make_user
-from tests.test_search import CATALOG, bag_of_words_embedder
+from tests.test_search import CATALOG, NAMES, bag_of_words_embedder, queries
 
 
 @pytest.fixture
@@ -73,6 +75,29 @@ def test_examples_never_bring_back_a_name_outside_allowed():
     warm = ToolSearchIndex(CATALOG, embedder=bag_of_words_embedder, examples=examples)
     names = warm.search("ping my landlord about the rent", allowed={"web_search", "get_weather"}, limit=5).names
     assert "send_email" not in names
+
+
+WARM = ToolSearchIndex(
+    CATALOG,
+    embedder=bag_of_words_embedder,
+    examples=[
+        ExampleDocument(name, text)
+        for name, text in [
+            ("send_email", "ping my landlord about the rent"),
+            ("restart_container", "weather in hanoi is down again, bounce it"),
+            ("create_invoice", "stock price of the invoice"),
+            ("getStockPrice", "send mail to the stock desk"),
+        ]
+    ],
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(allowed=st.sets(st.sampled_from(NAMES)), query=queries, limit=st.integers(min_value=1, max_value=12))
+def test_examples_never_bring_back_a_name_outside_allowed_for_any_query(allowed, query, limit):
+    result = WARM.search(query, allowed=allowed, limit=limit)
+    assert set(result.names) <= allowed
+    assert len(result.names) == len(result.scores) <= limit
 
 
 def test_an_owned_example_helps_only_its_owner():
