@@ -24,7 +24,7 @@ word in common. Examples never widen `allowed`: they re-rank what policy permits
 Tuned on dev's history half only (split by sha256(id) parity; that half split again,
 one quarter as examples, the other as queries): recall@5 0.585 -> 0.819, Berkeley
 0.695 -> 0.718; a fixed floor with no margin (0.3 / 0.4) lifted the whole to 0.84
-but cost Berkeley up to 0.05, whose nearest past queries mostly name a sibling tool.
+but cost Berkeley 0.01-0.08, whose nearest past queries mostly name a sibling tool.
 """
 
 import re
@@ -254,10 +254,12 @@ class ToolSearchIndex:
         if self._example_matrix is None or not len(self.examples) or not tool_cosines.size:
             return boost
         similarity = self._example_matrix @ query_vector
-        visible = (self._example_owners == 0) | (self._example_owners == (owner_id or -1))
+        hidden = self._example_owners != 0  # owned examples help only their owner
+        if hidden.any():
+            hidden &= self._example_owners != (owner_id or -1)
         if exclude:
-            visible &= ~np.isin(self._example_keys, list(exclude))
-        similarity = np.where(visible, similarity, -1.0)
+            hidden |= np.isin(self._example_keys, list(exclude))
+        similarity[hidden] = -1.0
         floor = max(EXAMPLE_MIN_SIMILARITY, float(tool_cosines.max()) - EXAMPLE_MARGIN)
         nearest = similarity.size if similarity.size <= EXAMPLE_NEIGHBOURS else EXAMPLE_NEIGHBOURS
         top = np.argpartition(-similarity, nearest - 1)[:nearest]

@@ -1,7 +1,11 @@
 """Tool examples: validation, merging, bounds, the fusion (helps near, never hurts far) and policy safety."""
 
+import json
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agents.steward import StewardContext, analyze
 from catalog import embeddings
@@ -11,7 +15,7 @@ from catalog.examples import ExampleRefused, add_example, edit_example, set_appr
 from catalog.models import CatalogState, ToolExample, ToolPolicy
 from catalog.search_index import ExampleDocument, ToolSearchIndex
 from tests.builders import make_policy, make_tool, make_user
-from tests.test_search import CATALOG, bag_of_words_embedder
+from tests.test_search import CATALOG, NAMES, bag_of_words_embedder, queries
 
 
 @pytest.fixture
@@ -71,6 +75,29 @@ def test_examples_never_bring_back_a_name_outside_allowed():
     warm = ToolSearchIndex(CATALOG, embedder=bag_of_words_embedder, examples=examples)
     names = warm.search("ping my landlord about the rent", allowed={"web_search", "get_weather"}, limit=5).names
     assert "send_email" not in names
+
+
+WARM = ToolSearchIndex(
+    CATALOG,
+    embedder=bag_of_words_embedder,
+    examples=[
+        ExampleDocument(name, text)
+        for name, text in [
+            ("send_email", "ping my landlord about the rent"),
+            ("restart_container", "weather in hanoi is down again, bounce it"),
+            ("create_invoice", "stock price of the invoice"),
+            ("getStockPrice", "send mail to the stock desk"),
+        ]
+    ],
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(allowed=st.sets(st.sampled_from(NAMES)), query=queries, limit=st.integers(min_value=1, max_value=12))
+def test_examples_never_bring_back_a_name_outside_allowed_for_any_query(allowed, query, limit):
+    result = WARM.search(query, allowed=allowed, limit=limit)
+    assert set(result.names) <= allowed
+    assert len(result.names) == len(result.scores) <= limit
 
 
 def test_an_owned_example_helps_only_its_owner():
@@ -290,3 +317,25 @@ def test_a_denied_tool_stays_denied_however_many_examples_it_has(fake_dense):
     assert set(denied) >= {"purge_invoices", "dump_invoices"}
     assert not {"purge_invoices", "dump_invoices"} & ({*bundle.loaded_names} | {*bundle.deferred_names})
     assert ToolPolicy.objects.get(tool__name="purge_invoices").operation == "delete"
+
+
+@pytest.mark.django_db
+def test_import_examples_adds_merges_and_reports_refusals(fake_dense, tmp_path):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    make_tool("get_weather")
+    rows = [
+        {"query": "rain in oslo?", "expected_tools": ["get_weather"]},
+        {"query": "Rain in Oslo", "expected_tools": ["get_weather"]},
+        {"query": "hello", "expected_tools": ["ghost_tool"]},
+        {"query": "", "expected_tools": ["get_weather"]},
+    ]
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = StringIO()
+    call_command("import_examples", str(path), "--approve", stdout=out)
+    assert out.getvalue().splitlines()[0] == "1 added, 1 merged, 2 refused"
+    example = ToolExample.objects.get()
+    assert (example.source, example.approved, example.seen_count) == ("imported", True, 2)
