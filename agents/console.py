@@ -184,7 +184,7 @@ def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: Routin
 
 
 def turn_views(turns: list[Turn]) -> list[dict]:
-    """Views of these turns with three queries whatever their number (events, user messages, logs, approvals)."""
+    """Views of these turns in four queries whatever their number (events, user messages, logs, approvals)."""
     ids = [turn.id for turn in turns]
     events: dict[int, list[dict]] = {turn_id: [] for turn_id in ids}
     for event in TurnEvent.objects.filter(turn_id__in=ids).order_by("turn_id", "sequence"):

@@ -3,7 +3,7 @@
 Thin: check the permission on connect (anonymous or without
 agents.view_turn -> closed before accept), join the `console` group, send
 the current state as one fragment, then one fragment per live event.
-Rendering lives in agents.console, figures in agents.metrics. Never writes.
+Rendering lives in agents.console and agents.overview. Never writes.
 
 A conversation viewer sees the stored history first, then live events:
 it joins the group before reading the store, drops what it already sent
@@ -44,7 +44,7 @@ async def _render(event: dict, can_decide: bool) -> str:
 async def event_fragment(event: dict, *, can_decide: bool) -> str:
     key = (event["turn"], event["sequence"], event.get("created_at"), can_decide)  # an event never changes
     task = _fragments.get(key)
-    if task is None or (task.done() and task.exception() is not None):
+    if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
         task = _fragments[key] = asyncio.ensure_future(_render(event, can_decide))
         if len(_fragments) > FRAGMENT_CACHE_SIZE:
             _fragments.popitem(last=False)

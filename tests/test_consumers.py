@@ -175,3 +175,18 @@ async def test_the_overview_sends_its_live_counters_on_connect():
     live = await socket.receive_from()
     assert 'id="overview-live"' in live and "turns running" in live
     await socket.disconnect()
+
+
+async def test_the_overview_refreshes_its_counters_when_a_turn_moves_and_ignores_content_deltas():
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    socket = communicator("/ws/overview/", viewer)
+    assert (await socket.connect())[0]
+    first = await socket.receive_from()
+    assert 'data-counter="turns_last_minute">0<' in first
+    turn = await new_turn(viewer)
+    await store(turn, TurnEvent.Type.DELTA, phase="content", content="partial answer")
+    assert await socket.receive_nothing(timeout=1.3)  # content alone changes no counter
+    await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
+    refreshed = await socket.receive_from(timeout=3)
+    assert 'id="overview-live"' in refreshed and 'data-counter="turns_last_minute">1<' in refreshed
+    await socket.disconnect()
