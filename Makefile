@@ -48,6 +48,8 @@ bench: setup
 	$(PY) manage.py route_bench --tools 2923 --bench-dir $(BENCH_DIR) --history $(BENCH_DIR)/dev.jsonl
 	$(PY) manage.py route_bench --tools 10000 --bench-dir $(BENCH_DIR)
 	$(PY) tests/bench/api_bench.py
+	$(PY) tests/bench/console_bench.py
+	$(PY) tests/bench/mcp_bench.py
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -103,6 +103,8 @@ def execute(
         message = f"{call.name} runs on an MCP server that this toolhub is not connected to; it was not run."
         return CallOutcome(content=json.dumps({"error": message}), is_error=True)
     result = call_mcp_tool(server, call.name, arguments)
+    if result.is_error:  # a crash, timeout or protocol error, or the tool's own refusal: the user sees it too
+        emit("tool_error", f"⚠ {call.name} failed: {result.content[:300]}", tool_name=call.name)
     text, _cut = truncate_result(mcp_content(result), max_result_tokens)
     return CallOutcome(content=text, is_error=result.is_error)
 

@@ -18,6 +18,7 @@ from .tasks import sync_mcp_server
 VIEW = "catalog.view_mcpserver"
 ADD = "catalog.add_mcpserver"
 CHANGE = "catalog.change_mcpserver"
+NEEDS_POLICY_SHOWN = 50  # the rest are one click away on the catalog's "no policy" filter
 
 
 def _needs(permission: str):
@@ -33,7 +34,10 @@ def _sync_context(server: McpServer) -> dict:
     report = server.sync_report or {}
     synced = set(report.get("new", [])) | set(report.get("changed", []))
     needing = tools_needing_policy().filter(name__in=synced).select_related("policy") if synced else Tool.objects.none()
-    return {"server": server, "report": report, "needs_policy": needing}
+    shown = list(needing[:NEEDS_POLICY_SHOWN])
+    count = len(shown) if len(shown) < NEEDS_POLICY_SHOWN else needing.count()
+    return {"server": server, "report": report, "needs_policy": shown, "needs_policy_count": count,
+            "needs_policy_more": count - len(shown)}  # fmt: skip
 
 
 @_needs(VIEW)

@@ -247,7 +247,8 @@ class CatalogState(models.Model):
 
 class McpServer(models.Model):
     """An MCP server toolhub connects to. Sync keeps `tool_names` (what it serves now) and
-    `missing_tool_names` (what it stopped serving; those tools are disabled, never deleted)."""
+    `missing_tool_names` (what it stopped serving; those tools are disabled, never deleted).
+    The sync_* fields are the latest sync's progress and outcome, for the page that follows it."""
 
     class Transport(models.TextChoices):
         STDIO = "stdio", "stdio"

@@ -175,7 +175,7 @@ def test_an_operator_cancels_and_a_stale_version_is_409_for_htmx_and_a_message_o
                         headers={"HX-Request": "true"})  # fmt: skip
     assert stale.status_code == 409 and "version" in stale.content.decode()
     response = client.post(f"/workflows/{workflow.pk}/cancel", {"version": workflow.version + 5}, follow=True)
-    assert "version" in response.content.decode().split('class="messages"')[1].split("</ul>")[0]
+    assert "version" in response.content.decode().split('class="flash"')[1].split("</div>")[0]
     done = client.post(
         f"/workflows/{workflow.pk}/cancel", {"version": workflow.version}, headers={"HX-Request": "true"}
     )

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from agents.mcp_server import NEUTRAL, Sessions, call, session_tools
+from agents.mcp_server import NEUTRAL, McpEndpoint, Sessions, call, path_router, session_tools
 from catalog.decision import RoutingDecision
 from catalog.models import ToolPolicy
 from tests.builders import make_policy, make_tool
@@ -85,3 +85,50 @@ def test_sessions_keep_their_own_tools_and_forget_idle_ones():
     assert sessions.get(None).found == {}
     time.sleep(0.1)
     assert sessions.get("a").found == {}
+
+
+# --- the ASGI endpoint (no Daphne) -------------------------------------------------------------
+
+
+async def asgi_request(app, path="/mcp", headers=()):
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": path, "headers": list(headers), "query_string": b""}
+    await app(scope, receive, send)
+    return sent[0]["status"] if sent else None, dict(sent[0].get("headers", [])) if sent else {}
+
+
+@pytest.mark.asyncio
+async def test_mcp_endpoint_refuses_a_request_without_a_valid_key_or_from_another_host(settings):
+    settings.ALLOWED_HOSTS = ["toolhub.example"]
+    endpoint = McpEndpoint()
+    host = (b"host", b"toolhub.example")
+
+    assert (await asgi_request(endpoint, headers=[host]))[0] == 401
+    status, headers = await asgi_request(endpoint, headers=[host, (b"authorization", b"Bearer th_abc_def")])
+    assert status == 401 and headers[b"www-authenticate"] == b"Bearer"
+    assert (await asgi_request(endpoint, headers=[(b"host", b"evil.example")]))[0] == 400
+
+
+@pytest.mark.asyncio
+async def test_only_the_mcp_path_goes_to_the_mcp_app():
+    calls = []
+
+    def recorder(label):
+        async def app(scope, receive, send):
+            calls.append((label, scope["path"]))
+
+        return app
+
+    route = path_router(recorder("django"), recorder("mcp"), path="/mcp")
+    for path in ("/mcp", "/mcp/", "/mcp-servers/", "/mcp-servers/loyalty/", "/catalog/"):
+        await route({"type": "http", "path": path}, None, None)
+
+    assert calls == [("mcp", "/mcp"), ("mcp", "/mcp/"), ("django", "/mcp-servers/"),
+                     ("django", "/mcp-servers/loyalty/"), ("django", "/catalog/")]  # fmt: skip

@@ -213,6 +213,17 @@ def test_needs_policy_leaves_out_the_tools_that_have_an_active_policy(client, ea
     assert 'href="/catalog/gen_tool_0001/"' not in fragment
 
 
+def test_needs_policy_shows_the_first_fifty_and_links_to_the_rest(client):
+    server = generated_server(60)
+    mcp_sync.sync_server(server)
+    signed_in(client, "viewer")
+
+    fragment = client.get(reverse("mcp-server-progress", args=[server.name])).content.decode()
+
+    assert "Needs policy (60)" in fragment and fragment.count('href="/catalog/gen_tool_') == 50
+    assert "and 10 more" in fragment and 'href="/catalog/?source=mcp&amp;policy=none"' in fragment
+
+
 def test_progress_fragment_polls_every_second_while_the_sync_runs(client):
     server = generated_server()
     McpServer.objects.filter(pk=server.pk).update(sync_phase=McpServer.SyncPhase.IMPORTING, sync_done=40,
@@ -304,3 +315,31 @@ def test_a_sync_stuck_for_longer_than_the_stale_limit_can_be_started_again():
 
     assert mcp_sync.sync_server(server).ok
     assert Tool.objects.count() == 3
+
+
+def test_a_sync_stopped_half_way_keeps_what_it_wrote_and_the_next_sync_completes_it(monkeypatch):
+    server = generated_server(5)
+    monkeypatch.setattr(mcp_sync, "SYNC_BATCH", 2)
+    real_import = mcp_sync._import_batch
+    batches = []
+
+    def fail_on_the_second_batch(batch, missing, result):
+        batches.append(batch)
+        if len(batches) == 2:
+            raise RuntimeError("database went away")
+        real_import(batch, missing, result)
+
+    monkeypatch.setattr(mcp_sync, "_import_batch", fail_on_the_second_batch)
+    with pytest.raises(RuntimeError):
+        mcp_sync.sync_server(server)
+
+    server.refresh_from_db()
+    assert server.sync_phase == McpServer.SyncPhase.ERROR and "database went away" in server.sync_report["error"]
+    assert server.tool_names == [] and Tool.objects.count() == 2  # the first batch, unpolicied so denied
+    monkeypatch.setattr(mcp_sync, "_import_batch", real_import)
+
+    result = mcp_sync.sync_server(server)
+
+    assert result.ok and len(result.new) == 3 and len(result.unchanged) == 2
+    server.refresh_from_db()
+    assert len(server.tool_names) == 5 and Tool.objects.count() == 5

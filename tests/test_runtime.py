@@ -205,3 +205,26 @@ def test_a_deferred_mcp_tool_runs_on_the_demo_mcp_server(conversation, scripted_
     searched, listed = tool_messages(turn)
     assert "list_campaigns" in searched
     assert "cmp_tet2026a" in listed
+
+
+def test_an_mcp_server_crashing_mid_call_gives_a_tool_error_and_a_status_and_the_turn_finishes(
+    conversation, scripted_model, tmp_path
+):
+    server = McpServer.objects.create(
+        name="loyalty", transport="stdio", command=sys.executable,
+        args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3"),
+              "--test-crash-on", "list_campaigns"],
+    )  # fmt: skip
+    assert sync_server(server).ok
+    scripted_model.steps = [
+        {"tool_calls": [{"name": "tool_search", "arguments": {"query": "select:list_campaigns"}}]},
+        {"tool_calls": [{"name": "list_campaigns", "arguments": {}}]},
+        {"content": "The campaign service is down right now."},
+    ]
+
+    turn = run(conversation, "list the campaigns")
+
+    _searched, failed = tool_messages(turn)
+    assert "closed the connection while running list_campaigns" in failed and '"error"' in failed
+    assert any(phase == "tool_error" and "⚠ list_campaigns failed" in text for phase, text in statuses(turn))
+    assert turn.status == Turn.Status.DONE and answer(turn) == "The campaign service is down right now."

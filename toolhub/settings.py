@@ -152,7 +152,14 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("TOOLHUB_CHANNEL_PREFIX", "toolhub")},
+            # redis-py's asyncio pool allows 100 connections by default; a Daphne process holding a few hundred
+            # console WebSockets needs more while they join and leave groups at once (else "Too many connections").
+            # Its 5 s socket timeout equals channels_redis's 5 s blocking pop, so an idle receive could time out
+            # ("Timeout reading from ...") and close the socket: give reads more time than the pop.
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "max_connections": 1000, "socket_timeout": 15}],
+                "prefix": os.environ.get("TOOLHUB_CHANNEL_PREFIX", "toolhub"),
+            },
         }
     }
 else:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
 
-from tests.servers import celery_worker, daphne, embedded_env, manage  # noqa: E402
+from tests.servers import BIN, celery_worker, embedded_env, free_port, manage, output_of, start, wait_for_port  # noqa: E402
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432"
 QUERY = "What time is it in Paris?"  # steward, routing, a tool call and result, knowledge, a streamed answer
@@ -62,6 +62,7 @@ class Probe:
 
     def __init__(self):
         self.messages: list[tuple[float, str]] = []
+        self.ended = ""  # why reading stopped, if it did
 
     async def open(self, base: str, path: str, session: str) -> "Probe":
         url = urlsplit(base)
@@ -81,6 +82,12 @@ class Probe:
         return self
 
     async def read(self) -> None:
+        try:
+            await self.read_frames()
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            self.ended = f"{type(exc).__name__}: {exc}"
+
+    async def read_frames(self) -> None:
         text = b""
         while True:
             head = await self.reader.readexactly(2)
@@ -92,17 +99,29 @@ class Probe:
             payload = await self.reader.readexactly(length)
             opcode = head[0] & 0x0F
             if opcode == 0x8:  # close
+                self.ended = f"closed by the server: {int.from_bytes(payload[:2], 'big') if payload else ''}"
                 return
+            if opcode == 0x9:  # Daphne pings every 20 s and drops a socket that never answers
+                self.send_frame(0xA, payload)
+                continue
             if opcode in (0x1, 0x0):
                 text += payload
                 if head[0] & 0x80:  # final fragment
                     self.messages.append((time.time(), text.decode()))
                     text = b""
 
+    def send_frame(self, opcode: int, payload: bytes) -> None:
+        mask = os.urandom(4)  # client frames are masked; payloads here are under 126 bytes
+        masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
+        self.writer.write(bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked)
+
     async def close(self) -> None:
-        self.writer.write(bytes([0x88, 0x80]) + os.urandom(4))  # a masked close frame, no payload
-        await self.writer.drain()
         self.task.cancel()
+        try:
+            self.send_frame(0x8, b"")
+            await self.writer.drain()
+        except OSError:
+            pass  # already closed by the server
         self.writer.close()
 
 
@@ -123,8 +142,8 @@ async def watch_turn(base: str, session: str, sockets: int, timeout: float) -> d
     path = f"/ws/console/{turn.conversation_id}/"
     connect_start = time.perf_counter()
     factories: list[Probe] = []
-    for start in range(0, sockets, CONNECT_BATCH):
-        batch = range(start, min(start + CONNECT_BATCH, sockets))
+    for first in range(0, sockets, CONNECT_BATCH):
+        batch = range(first, min(first + CONNECT_BATCH, sockets))
         factories += await asyncio.gather(*(open_socket(base, path, session) for _ in batch))
     connect_seconds = time.perf_counter() - connect_start
     deadline = time.monotonic() + 30
@@ -143,12 +162,14 @@ async def watch_turn(base: str, session: str, sockets: int, timeout: float) -> d
         if status in ("done", "failed") and all(len(f.messages) - 1 >= len(events) for f in factories):
             break
     await asyncio.sleep(0.5)  # anything extra (a duplicate) would arrive now
-    latencies, complete, extra, out_of_order = [], 0, 0, 0
+    latencies, complete, extra, out_of_order, incomplete = [], 0, 0, 0, []
     by_sequence: dict[int, list[float]] = {}
     for factory in factories:
         live = factory.messages[1:]  # after the history snapshot: one message per event, in sequence order
         if len(live) >= len(events):
             complete += 1
+        else:
+            incomplete.append(f"{len(live)}/{len(events)} events{', ' + factory.ended if factory.ended else ''}")
         extra += max(len(live) - len(events), 0)
         for (received, text), (sequence, created_at) in zip(live, events, strict=False):
             latencies.append((received - created_at.timestamp()) * 1000)
@@ -158,7 +179,8 @@ async def watch_turn(base: str, session: str, sockets: int, timeout: float) -> d
         await factory.close()
     await asyncio.sleep(0.5)
     return {"turn": turn.id, "events": len(events), "sockets": sockets, "complete": complete, "extra": extra,
-            "out_of_order": out_of_order, "p50_by_sequence": {k: pct(v, 0.5) for k, v in by_sequence.items()},
+            "out_of_order": out_of_order, "incomplete": incomplete,
+            "p50_by_sequence": {k: pct(v, 0.5) for k, v in by_sequence.items()},
             "snapshots_ok": all(s == 1 for s in snapshots), "latencies": latencies,
             "connect_seconds": connect_seconds, "status": status}  # fmt: skip
 
@@ -185,7 +207,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3, help="turns watched, each by fresh sockets (default 3)")
     parser.add_argument("--gets", type=int, default=50, help="GETs of each console page (default 50)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a turn may take to reach every socket")
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/1")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     args = parser.parse_args()
 
     database = f"toolhub_consolebench_{os.getpid()}"
@@ -223,12 +245,20 @@ def run(env: dict, args) -> dict:
     client.force_login(viewer)
     session = client.cookies["sessionid"].value
     load_before = os.getloadavg()[0]
-    with celery_worker(env, app), daphne(env) as base:
+    port = free_port()
+    server, log = start([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "toolhub.asgi:application"], env)
+    base = f"http://127.0.0.1:{port}"
+    with celery_worker(env, app):
+        wait_for_port(port, server, log)
         time_gets(base, "/console/", session, 2)  # warm the process
         turns = [asyncio.run(watch_turn(base, session, args.sockets, args.timeout)) for _ in range(args.turns)]
         conversation = f"/console/{_conversation_of(turns[-1]['turn'])}/"
         list_ms = time_gets(base, "/console/", session, args.gets)
         thread_ms = time_gets(base, conversation, session, args.gets)
+    server.terminate()
+    server.wait(timeout=30)
+    problems = [line for line in output_of(log).splitlines() if "ERROR" in line or "Exception" in line]
+    log.close()
     latencies = [ms for turn in turns for ms in turn["latencies"]]
     return {
         "sockets": args.sockets,
@@ -242,6 +272,7 @@ def run(env: dict, args) -> dict:
         "thread_p50": pct(thread_ms, 0.5),
         "thread_p95": pct(thread_ms, 0.95),
         "gets": args.gets,
+        "daphne_problems": problems[-10:],
         "load_before": round(load_before, 2),
         "load_after": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count(),
@@ -264,10 +295,14 @@ def report(f: dict) -> None:
               f"{turn['out_of_order']} out-of-order messages; history snapshot first on every socket: "
               f"{turn['snapshots_ok']}; opened in {turn['connect_seconds']:.1f} s")  # fmt: skip
         print(f"    p50 ms by event sequence: {turn['p50_by_sequence']}")
+        for socket in turn["incomplete"]:
+            print(f"    incomplete socket: {socket}")
     print(f"\nDelivery latency, event stored -> fragment received ({f['deliveries']} deliveries): "
           f"p50 {f['latency_p50']} ms, p95 {f['latency_p95']} ms, max {f['latency_max']} ms")  # fmt: skip
     print(f"Page render (GET, full body, {f['gets']} each): /console/ p50 {f['list_p50']} ms, p95 {f['list_p95']} ms; "
           f"/console/<id>/ p50 {f['thread_p50']} ms, p95 {f['thread_p95']} ms")  # fmt: skip
+    for line in f["daphne_problems"]:
+        print(f"Daphne: {line}")
 
 
 if __name__ == "__main__":

@@ -34,9 +34,6 @@ PASSWORD = "browser-test-password"
 WIDE = {"width": 1280, "height": 800}
 NARROW = {"width": 390, "height": 844}
 
-# Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still sequential.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 
 def pytest_collection_modifyitems(items):
     for item in items:
@@ -97,13 +94,23 @@ def browser_stack(django_db_setup, tmp_path_factory):
         yield BrowserStack(url=url, env=env, data_dir=data_dir)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def orm_beside_playwright():
+    """Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still sequential.
+    Set for the browser modules only (module-scoped, so around every database fixture of theirs): no other
+    test, nor a subprocess one starts (`check --deploy`), inherits it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        yield
+
+
 @pytest.fixture(autouse=True)
 def stack_data(browser_stack, transactional_db):
     """Each test starts from the demo data, committed (the servers see it) and flushed after the test."""
     load_stack_data(browser_stack.data_dir)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 

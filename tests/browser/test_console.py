@@ -148,3 +148,37 @@ def test_the_console_overview_routing_and_workflow_pages_fit_1280_and_390_wide(b
                 page.wait_for_selector("body[data-live=open]")
             assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{name} overflows at {width}"
             screenshot(page, f"{name}-{width}")
+
+
+def test_the_routing_log_filters_into_the_address_and_j_k_enter_open_a_row(browser_stack, page, log_in):
+    log_in(page, "operator")
+    for question in ("What is 15 + 27?", "What time is it in Paris?"):
+        page.goto("/console/")
+        page.get_by_label("Start a conversation").fill(question)
+        page.get_by_role("button", name="Send").click()
+        page.wait_for_url("**/console/*/")
+        page.locator(".turn-status.status-done").wait_for()
+    page.goto("/routing/")
+    page.get_by_label("Action").select_option("get")
+    page.wait_for_url("**/routing/?*action=get*")  # htmx swapped the table and pushed the filters into the address
+    rows = page.locator("#log-table tbody tr[data-row]")
+    count_is = "(n) => document.querySelectorAll('#log-table tbody tr[data-row]').length === n"
+    page.wait_for_function(count_is, arg=1)
+    assert "Paris" in rows.first.inner_text()
+    page.reload()  # a deep link keeps the filter
+    assert page.get_by_label("Action").input_value() == "get" and rows.count() == 1
+    page.get_by_label("Action").select_option("")
+    page.wait_for_function(count_is, arg=2)
+    page.get_by_label("Query contains").fill("15 + 27")
+    page.wait_for_function(count_is, arg=1)  # typing filters too
+    assert "q=15" in page.url
+    page.get_by_label("Query contains").fill("")
+    page.wait_for_function(count_is, arg=2)
+    page.evaluate("document.activeElement.blur()")  # J and K type letters while a filter field has the focus
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    page.keyboard.press("k")
+    assert "current" in (rows.first.get_attribute("class") or "")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/routing/*/**")
+    assert page.get_by_text("Denied (").is_visible()

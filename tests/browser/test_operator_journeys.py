@@ -1,6 +1,8 @@
 """Journeys across pages, as an operator lives them: a policy edited in the editor shows in the live console;
 every main page at 1280 and 390 px wide (no sideways scrolling, keyboard reachable), with screenshots."""
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -79,3 +81,31 @@ def test_every_main_page_fits_the_width_is_keyboard_reachable_and_is_captured(ne
         page.keyboard.press("Tab")
         reached.add(page.evaluate("document.activeElement.getAttribute('href')"))
     assert {path for _, path in NAVIGATION} <= reached
+
+
+def luminance(css_color: str) -> float:
+    red, green, blue = (int(part) for part in re.findall(r"\d+", css_color)[:3])
+    return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_main_page_follows_the_light_or_dark_preference(browser, browser_stack, log_in, screenshot, scheme):
+    context = browser.new_context(viewport=WIDTHS[1280], base_url=browser_stack.url, color_scheme=scheme)
+    try:
+        page = context.new_page()
+        log_in(page, "operator")
+        for _label, path in NAVIGATION:
+            page.goto(path)
+            colors = page.evaluate(
+                "[getComputedStyle(document.body).backgroundColor, getComputedStyle(document.body).color,"
+                " getComputedStyle(document.querySelector('main h1')).color]"
+            )
+            background, text, heading = (luminance(color) for color in colors)
+            if scheme == "dark":
+                assert background < 0.2 and text > 0.7 and heading > 0.7, (path, colors)
+            else:
+                assert background > 0.9 and text < 0.3 and heading < 0.3, (path, colors)
+        page.goto("/")
+        screenshot(page, f"overview-1280-{scheme}")
+    finally:
+        context.close()

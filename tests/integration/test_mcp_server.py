@@ -70,15 +70,20 @@ def answer(result) -> dict:
     return json.loads(result.content[0].text)
 
 
-def post_status(url: str, headers: dict) -> int:
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+def post(url: str, headers: dict, message: dict | None = None) -> tuple[int, dict]:
+    body = json.dumps(message or {"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
     request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json",
                                      "Accept": "application/json, text/event-stream", **headers})  # fmt: skip
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status
+            response.read()
+            return response.status, dict(response.headers)
     except urllib.error.HTTPError as error:
-        return error.code
+        return error.code, dict(error.headers)
+
+
+def post_status(url: str, headers: dict) -> int:
+    return post(url, headers)[0]
 
 
 def test_mcp_needs_a_valid_api_key(toolhub_mcp):
@@ -87,6 +92,16 @@ def test_mcp_needs_a_valid_api_key(toolhub_mcp):
     assert post_status(f"{base}/mcp", {}) == 401
     assert post_status(f"{base}/mcp", {"Authorization": "Bearer th_nope_nope"}) == 401
     assert post_status(f"{base}/mcp", {"Authorization": f"Bearer {key}"}) != 401
+
+    client = {"name": "itest", "version": "1"}
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+    status, headers = post(f"{base}/mcp", {"Authorization": f"Bearer {key}"}, initialize)
+    session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+    assert status == 200 and session
+    _, other_key = create_api_key(user=make_user(username="other", role="viewer"), name="other")
+    assert post_status(f"{base}/mcp", {"Authorization": f"Bearer {other_key}", "Mcp-Session-Id": session}) == 404
+    assert post_status(f"{base}/mcp", {"Authorization": f"Bearer {key}", "Mcp-Session-Id": session}) == 200
 
     statuses = []
 
