@@ -58,3 +58,4 @@ def test_route_bench_with_history_times_the_warm_index(tmp_path, monkeypatch):
     call_command("route_bench", *args, stdout=out)
     report = json.loads(out.getvalue().strip().splitlines()[-1])
     assert report["n_examples"] == 6 and report["n_requests"] == 4
+    assert set(report["examples_ab"]) == {"steward_cold", "steward_warm"}

@@ -91,6 +91,8 @@ class Command(BaseCommand):
             per_request.append(total)
             cpu_per_request.append(cpu)
 
+        examples_ab = self.examples_ab(index, scaled, requests) if index.examples else None
+
         report = {
             "bench_dir": str(bench_dir),
             "mode": "hybrid" if index.dense else "bm25",
@@ -118,6 +120,8 @@ class Command(BaseCommand):
             "host_load_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "cpus": os.cpu_count(),
         }
+        if examples_ab:
+            report["examples_ab"] = examples_ab
         if options["format"] == "text":
             steps_text = ", ".join(f"{n} p50 {t['p50_ms']} / p95 {t['p95_ms']} ms" for n, t in report["steps"].items())
             self.stdout.write(
@@ -127,7 +131,42 @@ class Command(BaseCommand):
                 f"p95 {report['cpu_p95_ms']} ms), "
                 f"{steps_text}; index built in {report['index_build_s']} s; peak RSS {report['peak_rss_mb']} MB"
             )
+            for name, figures in (examples_ab or {}).items():
+                self.stdout.write(
+                    f"{name} (interleaved): p50 {figures['p50_ms']} / p95 {figures['p95_ms']} ms, "
+                    f"CPU p50 {figures['cpu_p50_ms']} / p95 {figures['cpu_p95_ms']} ms"
+                )
         self.stdout.write(json.dumps(report))
+
+    def examples_ab(self, index: ToolSearchIndex, catalog: list[dict], requests: list[str]) -> dict:
+        """The steward step with examples off and on, interleaved per request (each embeds its own query),
+        so both see the same host; which goes first alternates."""
+
+        def cold(query, allowed, limit):
+            return index.search(query, allowed=allowed, limit=limit, use_examples=False).names
+
+        contexts = {
+            "steward_cold": bench_context(catalog, index, search=cold),
+            "steward_warm": bench_context(catalog, index),
+        }
+        wall = {name: [] for name in contexts}
+        cpu = {name: [] for name in contexts}
+        for number, query in enumerate(requests):
+            for name in sorted(contexts, reverse=bool(number % 2)):
+                embeddings.forget_memo()
+                started, cpu_started = time.perf_counter(), time.thread_time()
+                analyze(query, context=contexts[name], mode="rules", max_tools=5, min_tools=5)
+                cpu[name].append(time.thread_time() - cpu_started)
+                wall[name].append(time.perf_counter() - started)
+        return {
+            name: {
+                "p50_ms": percentile_ms(wall[name], 50),
+                "p95_ms": percentile_ms(wall[name], 95),
+                "cpu_p50_ms": percentile_ms(cpu[name], 50),
+                "cpu_p95_ms": percentile_ms(cpu[name], 95),
+            }
+            for name in contexts
+        }
 
     def request_steps(self, index: ToolSearchIndex, context) -> dict:
         """What one request does before the model runs, step by step; the request is their sum.
