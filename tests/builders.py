@@ -1,5 +1,8 @@
 """Small builders for tests: a tool, a policy, a user in a role."""
 
+import importlib
+
+from django.apps import apps
 from django.contrib.auth import get_user_model
 
 from catalog.models import Domain, Tool, ToolPolicy
@@ -27,3 +30,8 @@ def make_user(username="ops", role="operator", password="a-long-test-password"):
     user = get_user_model().objects.create_user(username=username, password=password)
     user.groups.add(groups[role])
     return user
+
+
+def restore_default_action_words() -> None:
+    """The action words migration 0003 seeds; a transactional test's flush removes them for the tests after it."""
+    importlib.import_module("agents.migrations.0003_default_action_words").add_words(apps, None)

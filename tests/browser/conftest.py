@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from tests.builders import restore_default_action_words
 from tests.servers import ROOT, celery_worker, daphne
 
 CHROMIUM = "/usr/bin/chromium"
@@ -62,6 +63,7 @@ def load_stack_data(data_dir: Path) -> None:
     from toolhub.roles import ensure_groups
 
     groups = ensure_groups()
+    restore_default_action_words()  # as migrated; the flush of an earlier transactional test removes them
     load_demo_catalog()
     server = McpServer.objects.create(
         name="loyalty",

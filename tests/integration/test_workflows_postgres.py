@@ -27,6 +27,7 @@ from agents.workflows import (
 from catalog.demo_catalog import load_demo_catalog
 from catalog.mcp_sync import sync_server
 from catalog.models import McpServer
+from tests.builders import restore_default_action_words
 from tests.scripted_openai import ScriptedOpenAI
 from tests.servers import celery_worker
 from toolhub.celery import app
@@ -304,6 +305,7 @@ def test_restart_a_rule_workflow_continues_from_its_stored_phase_after_its_worke
     """The staged rule flow runs in a real worker; the worker dies (SIGKILL) inside the next turn; a new
     worker runs that turn again (as the broker's redelivery of the unacked task would) from the phase stored
     in PostgreSQL, with nothing kept in any process's memory."""
+    restore_default_action_words()  # "create" is an action word; an earlier transactional test flushed them
     load_demo_catalog()
     loyalty = McpServer.objects.create(
         name="loyalty", command=sys.executable,
