@@ -49,6 +49,25 @@ def eager_celery():
 
 
 @pytest.fixture
+def counted_embedder(monkeypatch):
+    """Replace the dense model with the fast bag-of-words stand-in and record the texts it embeds."""
+    from catalog import embeddings
+    from catalog import search as catalog_search
+    from tests.test_search import bag_of_words_embedder
+
+    calls = []
+
+    def embed(texts):
+        calls.append(list(texts))
+        return bag_of_words_embedder(texts)
+
+    monkeypatch.setattr(embeddings, "embed_texts", embed)
+    catalog_search.reset_catalog_index()
+    yield calls
+    catalog_search.reset_catalog_index()
+
+
+@pytest.fixture
 def scripted_model(settings):
     """An OpenAI-compatible server on loopback that answers with the steps a test scripts."""
     with ScriptedOpenAI() as server:

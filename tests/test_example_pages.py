@@ -5,9 +5,8 @@ import pytest
 from catalog.examples import add_example
 from catalog.models import ToolExample
 from tests.builders import make_policy, make_tool, make_user
-from tests.test_examples import fake_dense  # noqa: F401 (fixture)
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fake_dense")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counted_embedder")]
 
 
 @pytest.fixture

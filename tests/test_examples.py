@@ -8,7 +8,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents.steward import StewardContext, analyze
-from catalog import embeddings
 from catalog import search as catalog_search
 from catalog.bundle import build_bundle
 from catalog.examples import ExampleRefused, add_example, edit_example, set_approved
@@ -16,22 +15,6 @@ from catalog.models import CatalogState, ToolExample, ToolPolicy
 from catalog.search_index import ExampleDocument, ToolSearchIndex
 from tests.builders import make_policy, make_tool, make_user
 from tests.test_search import CATALOG, NAMES, bag_of_words_embedder, queries
-
-
-@pytest.fixture
-def fake_dense(monkeypatch):
-    """The fast bag-of-words stand-in for the dense model; records the texts it embeds."""
-    calls = []
-
-    def embed(texts):
-        calls.append(list(texts))
-        return bag_of_words_embedder(texts)
-
-    monkeypatch.setattr(embeddings, "embed_texts", embed)
-    catalog_search.reset_catalog_index()
-    yield calls
-    catalog_search.reset_catalog_index()
-
 
 # --- the fusion, on plain values ----------------------------------------------
 
@@ -133,7 +116,7 @@ def test_bm25_only_index_keeps_examples_without_effect():
 
 
 @pytest.mark.django_db
-def test_an_example_for_a_missing_or_disabled_tool_is_refused_with_the_reason(fake_dense):
+def test_an_example_for_a_missing_or_disabled_tool_is_refused_with_the_reason(counted_embedder):
     with pytest.raises(ExampleRefused, match="no tool named 'ghost'") as missing:
         add_example(tool="ghost", text="do a thing")
     assert missing.value.field == "tool"
@@ -148,7 +131,7 @@ def test_an_example_for_a_missing_or_disabled_tool_is_refused_with_the_reason(fa
     "text, reason",
     [("", "needs text"), ("   \n ", "needs text"), ("?!...", "needs words"), ("x" * 1001, "at most 1,000")],
 )
-def test_empty_or_giant_text_is_refused(fake_dense, text, reason):
+def test_empty_or_giant_text_is_refused(counted_embedder, text, reason):
     make_tool()
     with pytest.raises(ExampleRefused, match=reason):
         add_example(tool="lookup_thing", text=text)
@@ -156,7 +139,7 @@ def test_empty_or_giant_text_is_refused(fake_dense, text, reason):
 
 
 @pytest.mark.django_db
-def test_the_same_text_for_the_same_tool_is_merged(fake_dense):
+def test_the_same_text_for_the_same_tool_is_merged(counted_embedder):
     make_tool()
     first = add_example(tool="lookup_thing", text="Find my parcel, please")
     again = add_example(tool="lookup_thing", text="  find MY parcel please ")
@@ -166,7 +149,7 @@ def test_the_same_text_for_the_same_tool_is_merged(fake_dense):
 
 
 @pytest.mark.django_db
-def test_a_near_identical_text_is_merged_but_a_different_one_is_kept(fake_dense):
+def test_a_near_identical_text_is_merged_but_a_different_one_is_kept(counted_embedder):
     make_tool()
     text = "where is my parcel with the tracking code 123 that was sent from the shop in berlin last week"
     add_example(tool="lookup_thing", text=text)
@@ -177,7 +160,7 @@ def test_a_near_identical_text_is_merged_but_a_different_one_is_kept(fake_dense)
 
 
 @pytest.mark.django_db
-def test_merging_an_approved_copy_approves_the_pending_example(fake_dense):
+def test_merging_an_approved_copy_approves_the_pending_example(counted_embedder):
     make_tool()
     add_example(tool="lookup_thing", text="find my parcel", source="learned")
     merged = add_example(tool="lookup_thing", text="Find my parcel", approved=True)
@@ -185,7 +168,7 @@ def test_merging_an_approved_copy_approves_the_pending_example(fake_dense):
 
 
 @pytest.mark.django_db
-def test_each_tool_keeps_a_bounded_number_and_evicts_pending_learned_first(fake_dense, settings):
+def test_each_tool_keeps_a_bounded_number_and_evicts_pending_learned_first(counted_embedder, settings):
     settings.TOOLHUB_MAX_EXAMPLES_PER_TOOL = 3
     make_tool()
     add_example(tool="lookup_thing", text="operator wrote this", approved=True)
@@ -197,7 +180,7 @@ def test_each_tool_keeps_a_bounded_number_and_evicts_pending_learned_first(fake_
 
 
 @pytest.mark.django_db
-def test_a_tool_full_of_operator_examples_refuses_another(fake_dense, settings):
+def test_a_tool_full_of_operator_examples_refuses_another(counted_embedder, settings):
     settings.TOOLHUB_MAX_EXAMPLES_PER_TOOL = 2
     make_tool()
     add_example(tool="lookup_thing", text="first operator example")
@@ -208,7 +191,7 @@ def test_a_tool_full_of_operator_examples_refuses_another(fake_dense, settings):
 
 
 @pytest.mark.django_db
-def test_a_flood_of_learned_examples_from_one_conversation_is_capped(fake_dense, settings):
+def test_a_flood_of_learned_examples_from_one_conversation_is_capped(counted_embedder, settings):
     settings.TOOLHUB_LEARN_MAX_PER_CONVERSATION = 2
     make_tool()
     for text in ("first request", "second request"):
@@ -221,7 +204,7 @@ def test_a_flood_of_learned_examples_from_one_conversation_is_capped(fake_dense,
 
 
 @pytest.mark.django_db
-def test_editing_to_another_examples_text_is_refused(fake_dense):
+def test_editing_to_another_examples_text_is_refused(counted_embedder):
     make_tool()
     add_example(tool="lookup_thing", text="find my parcel")
     second = add_example(tool="lookup_thing", text="convert euros").example
@@ -237,7 +220,7 @@ def version():
 
 
 @pytest.mark.django_db
-def test_the_index_rebuilds_when_examples_change(fake_dense):
+def test_the_index_rebuilds_when_examples_change(counted_embedder):
     make_policy(make_tool("get_weather", description="Weather forecast for a city."))
     make_policy(make_tool("send_email", description="Send an email message."))
     allowed = {"get_weather", "send_email"}
@@ -266,17 +249,17 @@ def test_the_index_rebuilds_when_examples_change(fake_dense):
 
 
 @pytest.mark.django_db
-def test_a_restart_reuses_stored_example_vectors(fake_dense):
+def test_a_restart_reuses_stored_example_vectors(counted_embedder):
     make_policy(make_tool("send_email", description="Send an email message."))
     add_example(tool="send_email", text="ping my landlord about the rent", approved=True)
     catalog_search.reset_catalog_index()
-    fake_dense.clear()
+    counted_embedder.clear()
     catalog_search.catalog_index()
-    assert [text for call in fake_dense for text in call if "landlord" in text] == []
+    assert [text for call in counted_embedder for text in call if "landlord" in text] == []
 
 
 @pytest.mark.django_db
-def test_with_per_owner_learning_an_owners_examples_help_only_their_searches(fake_dense, settings):
+def test_with_per_owner_learning_an_owners_examples_help_only_their_searches(counted_embedder, settings):
     settings.TOOLHUB_LEARN_PER_OWNER = True
     alice, bob = make_user("alice"), make_user("bob")
     make_policy(make_tool("get_weather", description="Weather forecast for a city."))
@@ -294,7 +277,7 @@ def test_with_per_owner_learning_an_owners_examples_help_only_their_searches(fak
 
 
 @pytest.mark.django_db
-def test_a_denied_tool_stays_denied_however_many_examples_it_has(fake_dense):
+def test_a_denied_tool_stays_denied_however_many_examples_it_has(counted_embedder):
     make_policy(make_tool("get_invoice", description="Show one invoice by its number."), domains=("billing",))
     make_policy(
         make_tool("purge_invoices", description="Remove invoices for good."), domains=("billing",), operation="delete"
@@ -320,7 +303,7 @@ def test_a_denied_tool_stays_denied_however_many_examples_it_has(fake_dense):
 
 
 @pytest.mark.django_db
-def test_import_examples_adds_merges_and_reports_refusals(fake_dense, tmp_path):
+def test_import_examples_adds_merges_and_reports_refusals(counted_embedder, tmp_path):
     from io import StringIO
 
     from django.core.management import call_command

@@ -9,13 +9,12 @@ from agents.turns import create_turn
 from catalog.demo_catalog import load_demo_catalog
 from catalog.models import CatalogState, ToolExample
 from tests.builders import make_policy, make_tool, make_user
-from tests.test_examples import fake_dense  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def conversation(fake_dense):  # noqa: F811
+def conversation(counted_embedder):
     load_demo_catalog()
     return Conversation.objects.create(owner=make_user())
 
@@ -98,7 +97,7 @@ def recorded_turn(*, status=Turn.Status.DONE, recommended=("lookup_thing",), cal
     return turn
 
 
-def test_a_rejected_turn_teaches_nothing(fake_dense):  # noqa: F811
+def test_a_rejected_turn_teaches_nothing(counted_embedder):
     turn = recorded_turn()
     assert tools_that_served(turn.id) == ["lookup_thing"]
     ToolApproval.objects.create(
@@ -108,7 +107,7 @@ def test_a_rejected_turn_teaches_nothing(fake_dense):  # noqa: F811
     assert learn_from_turn(turn.id) == [] and ToolExample.objects.count() == 0
 
 
-def test_an_expired_approval_is_a_rejection_too(fake_dense):  # noqa: F811
+def test_an_expired_approval_is_a_rejection_too(counted_embedder):
     turn = recorded_turn()
     ToolApproval.objects.create(
         turn=turn, tool_call_id="c1", tool_name="x", risk="high", status="expired", expires_at=turn.created_at
@@ -125,13 +124,13 @@ def test_an_expired_approval_is_a_rejection_too(fake_dense):  # noqa: F811
         {"recommended": ()},  # called, but neither recommended nor found by search
     ],
 )
-def test_a_turn_that_did_not_end_well_teaches_nothing(fake_dense, fields):  # noqa: F811
+def test_a_turn_that_did_not_end_well_teaches_nothing(counted_embedder, fields):
     turn = recorded_turn(**fields)
     assert tools_that_served(turn.id) == []
     assert learn_from_turn(turn.id) == []
 
 
-def test_a_flood_from_one_conversation_stops_at_the_cap(fake_dense, settings):  # noqa: F811
+def test_a_flood_from_one_conversation_stops_at_the_cap(counted_embedder, settings):
     settings.TOOLHUB_LEARN_MAX_PER_CONVERSATION = 1
     first = recorded_turn()
     assert len(learn_from_turn(first.id)) == 1

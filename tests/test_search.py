@@ -142,21 +142,6 @@ def test_bm25_only_index_says_the_dense_model_is_off():
 # --- the database catalog ---------------------------------------------------
 
 
-@pytest.fixture
-def counted_embedder(monkeypatch):
-    """Replace the dense model with the fast stand-in and count the texts it embeds."""
-    calls = []
-
-    def embed(texts):
-        calls.append(list(texts))
-        return bag_of_words_embedder(texts)
-
-    monkeypatch.setattr(embeddings, "embed_texts", embed)
-    catalog_search.reset_catalog_index()
-    yield calls
-    catalog_search.reset_catalog_index()
-
-
 def tool_texts_embedded(calls):
     # Queries are embedded one at a time; the index embeds tools in one batch per build.
     return [text for call in calls for text in call if ":" in text]
