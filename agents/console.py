@@ -90,6 +90,9 @@ def arguments_text(arguments) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
+ENDED = (Turn.Status.DONE, Turn.Status.FAILED)
+
+
 def status_after(event: dict) -> str | None:
     """The turn's status once this event happened, when the event changes it."""
     payload = event.get("payload", {})
@@ -158,9 +161,18 @@ def budget_bar(figures: dict | None) -> dict | None:
 
 def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: RoutingLog | None,
               approvals: dict[int, str]) -> dict:  # fmt: skip
-    """Everything the turn's article shows, from its stored events."""
+    """Everything the turn's article shows, from its stored events.
+
+    The status is the one the events reached, as live viewers saw it: the
+    runtime stores an event (approval_required) before it updates the turn
+    row, and a page built in between must not show the older status. An
+    ended row wins (a crash can end a turn without a done event).
+    """
     items, content, budget = [], [], None
+    status = turn.status
     for event in events:
+        if turn.status not in ENDED:
+            status = status_after(event) or status
         if event["type"] == EventType.DELTA:
             content.append(event["payload"].get("content", ""))
         elif event["type"] == EventType.ROUTING and event.get("phase") == BUDGET_PHASE:
@@ -171,7 +183,7 @@ def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: Routin
             items.append(item)
     return {
         "id": turn.id,
-        "status": turn.status,
+        "status": status,
         "model": turn.model,
         "created_at": turn.created_at,
         "user_text": user_text,

@@ -91,6 +91,24 @@ def test_a_viewer_gets_403_deciding_an_approval_and_sees_no_buttons(client):
     assert ToolApproval.objects.get(pk=approval.pk).status == "pending"
 
 
+def test_the_thread_shows_the_status_its_stored_events_reached_before_the_turn_row_catches_up(client):
+    # The runtime stores approval_required, then (after its other calls) sets the row to waiting: a page built in
+    # between must say waiting, as the live event did, or it shows a stale status that no later event corrects.
+    approval = approval_turn(make_user("owner", role="operator"))
+    Turn.objects.filter(pk=approval.turn_id).update(status=Turn.Status.RUNNING)
+    TurnEvent.objects.create(turn=approval.turn, sequence=1, type=TurnEvent.Type.STATUS, phase="analysis",
+                             payload={"message": "Consulting the steward"})  # fmt: skip
+    TurnEvent.objects.create(turn=approval.turn, sequence=2, type=TurnEvent.Type.APPROVAL_REQUIRED,
+                             payload={"approval_id": approval.pk, "tool_name": "restart_container"})  # fmt: skip
+    client.force_login(make_user("viewer", role="viewer"))
+    page = client.get(f"/console/{approval.turn.conversation_id}/").content.decode()
+    assert f'id="turn-{approval.turn_id}-status" class="turn-status status-waiting"' in page
+    # A row that ended (done or failed) wins over events: a crash may end a turn without a done event.
+    Turn.objects.filter(pk=approval.turn_id).update(status=Turn.Status.FAILED)
+    page = client.get(f"/console/{approval.turn.conversation_id}/").content.decode()
+    assert f'id="turn-{approval.turn_id}-status" class="turn-status status-failed"' in page
+
+
 def test_an_operator_decides_over_htmx_and_a_second_decision_is_409(client, eager_celery):
     approval = approval_turn(make_user("owner", role="viewer"))
     client.force_login(make_user("operator", role="operator"))

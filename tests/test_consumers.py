@@ -1,12 +1,14 @@
 """Console WebSockets: refused without login or permission; history first, then live, never a gap or a duplicate."""
 
 import pytest
+import pytest_asyncio
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
+from django.db import connections
 
 from agents.consumers import FORBIDDEN
 from agents.events import CONSOLE_GROUP, MESSAGE_TYPE, emit, serialize
@@ -19,11 +21,24 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 PATHS = ["/ws/console/", "/ws/console/{conversation}/", "/ws/overview/"]
 
 
-def communicator(path: str, user) -> WebsocketCommunicator:
-    # The route table alone: the test puts the user in the scope as AuthMiddlewareStack would.
-    socket = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
-    socket.scope["user"] = user
-    return socket
+@pytest_asyncio.fixture
+async def communicator():
+    """Makes communicators for the route table alone (the test puts the user in the scope as AuthMiddlewareStack
+    would) and disconnects each one still running before the test's loop closes: a consumer left to the loop's
+    teardown is cancelled inside the Redis layer's receive, which can hang the teardown."""
+    made = []
+
+    def make(path: str, user) -> WebsocketCommunicator:
+        socket = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
+        socket.scope["user"] = user
+        made.append(socket)
+        return socket
+
+    yield make
+    for socket in made:
+        if not socket.future.done():
+            await socket.disconnect()
+    await sync_to_async(connections.close_all)()  # the sync thread's connection, or it outlives the test database
 
 
 @sync_to_async
@@ -44,7 +59,7 @@ def finish(turn, answer: str) -> None:
 
 
 @pytest.mark.parametrize("path", PATHS)
-async def test_anonymous_users_are_refused(path):
+async def test_anonymous_users_are_refused(path, communicator):
     owner = await sync_to_async(make_user)("owner", role="viewer")
     turn = await new_turn(owner)
     socket = communicator(path.format(conversation=turn.conversation_id), AnonymousUser())
@@ -53,7 +68,7 @@ async def test_anonymous_users_are_refused(path):
 
 
 @pytest.mark.parametrize("path", PATHS)
-async def test_users_without_the_view_permission_are_refused(path):
+async def test_users_without_the_view_permission_are_refused(path, communicator):
     owner = await sync_to_async(make_user)("owner", role="viewer")
     nobody = await sync_to_async(get_user_model().objects.create_user)("nobody", password="a-long-test-password")
     turn = await new_turn(owner)
@@ -62,13 +77,13 @@ async def test_users_without_the_view_permission_are_refused(path):
     assert not connected and code == FORBIDDEN
 
 
-async def test_a_viewer_of_a_missing_conversation_is_refused():
+async def test_a_viewer_of_a_missing_conversation_is_refused(communicator):
     viewer = await sync_to_async(make_user)("viewer", role="viewer")
     connected, _ = await communicator("/ws/console/999999/", viewer).connect()
     assert not connected
 
 
-async def test_a_late_joiner_gets_the_stored_history_then_live_events_without_duplicates():
+async def test_a_late_joiner_gets_the_stored_history_then_live_events_without_duplicates(communicator):
     viewer = await sync_to_async(make_user)("viewer", role="viewer")
     turn = await new_turn(viewer)
     await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
@@ -93,7 +108,7 @@ async def test_a_late_joiner_gets_the_stored_history_then_live_events_without_du
     await socket.disconnect()
 
 
-async def test_a_gap_in_live_events_is_filled_from_the_store_in_order():
+async def test_a_gap_in_live_events_is_filled_from_the_store_in_order(communicator):
     viewer = await sync_to_async(make_user)("viewer", role="viewer")
     turn = await new_turn(viewer)
     await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="first")
@@ -112,7 +127,7 @@ async def test_a_gap_in_live_events_is_filled_from_the_store_in_order():
     await socket.disconnect()
 
 
-async def test_a_conversation_viewer_ignores_other_conversations_and_picks_up_its_new_turns():
+async def test_a_conversation_viewer_ignores_other_conversations_and_picks_up_its_new_turns(communicator):
     viewer = await sync_to_async(make_user)("viewer", role="viewer")
     turn = await new_turn(viewer)
     other = await new_turn(viewer, "another conversation")
@@ -130,7 +145,7 @@ async def test_a_conversation_viewer_ignores_other_conversations_and_picks_up_it
     await socket.disconnect()
 
 
-async def test_approval_buttons_only_for_users_who_may_decide():
+async def test_approval_buttons_only_for_users_who_may_decide(communicator):
     owner = await sync_to_async(make_user)("owner", role="viewer")
     operator = await sync_to_async(make_user)("operator", role="operator")
     turn = await new_turn(owner)
@@ -148,7 +163,7 @@ async def test_approval_buttons_only_for_users_who_may_decide():
         await socket.disconnect()
 
 
-async def test_the_list_shows_a_new_conversation_at_the_top_and_then_updates_its_row():
+async def test_the_list_shows_a_new_conversation_at_the_top_and_then_updates_its_row(communicator):
     viewer = await sync_to_async(make_user)("viewer", role="viewer")
     socket = communicator("/ws/console/", viewer)
     assert (await socket.connect())[0]
@@ -168,7 +183,7 @@ async def test_the_list_shows_a_new_conversation_at_the_top_and_then_updates_its
     await socket.disconnect()
 
 
-async def test_the_overview_sends_its_live_counters_on_connect():
+async def test_the_overview_sends_its_live_counters_on_connect(communicator):
     viewer = await sync_to_async(make_user)("viewer", role="viewer")
     socket = communicator("/ws/overview/", viewer)
     assert (await socket.connect())[0]
@@ -177,7 +192,7 @@ async def test_the_overview_sends_its_live_counters_on_connect():
     await socket.disconnect()
 
 
-async def test_the_overview_refreshes_its_counters_when_a_turn_moves_and_ignores_content_deltas():
+async def test_the_overview_refreshes_its_counters_when_a_turn_moves_and_ignores_content_deltas(communicator):
     viewer = await sync_to_async(make_user)("viewer", role="viewer")
     socket = communicator("/ws/overview/", viewer)
     assert (await socket.connect())[0]

@@ -2,6 +2,7 @@
 
 import openai
 from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
 
 from agents.api_keys import create_api_key
 from agents.models import Turn
@@ -83,7 +84,7 @@ def test_an_operator_approves_a_pending_risky_call_from_the_console_and_the_turn
     turn = Turn.objects.get()
     approve = page.locator(f"#turn-{turn.id}").get_by_role("button", name="Approve")
     approve.wait_for()
-    assert page.locator(f"#turn-{turn.id}-status").inner_text() == "waiting"
+    expect(page.locator(f"#turn-{turn.id}-status")).to_have_text("waiting")
     page.evaluate("window.__notReloaded = true")
     screenshot(page, "console-approval-1280")
     approve.click()
