@@ -360,7 +360,12 @@ class TurnRun:
 
         def run_call() -> CallOutcome:
             return execute(
-                call, bundle, emit=tool_emit, max_result_tokens=self.profile.reserved_result_tokens, approved=approved
+                call,
+                bundle,
+                emit=tool_emit,
+                max_result_tokens=self.profile.reserved_result_tokens,
+                approved=approved,
+                owner_id=self.conversation.owner_id,
             )
 
         step = flows.step_of(self.entry_of.get(call.name), self.workflow) if bundle.holds(call.name) else None

@@ -54,9 +54,13 @@ def schema_problem(arguments: dict, schema: dict) -> str | None:
     return None
 
 
-def run_tool_search(arguments: dict, bundle: CapabilityBundle, *, emit) -> CallOutcome:
+def run_tool_search(arguments: dict, bundle: CapabilityBundle, *, emit, owner_id: int | None = None) -> CallOutcome:
+    """The model's tool_search over what the bundle's decision allows; `owner_id`: whose learned examples may help
+    (with TOOLHUB_LEARN_PER_OWNER, as the steward's own ranking for that owner)."""
     query = arguments.get("query", "")
-    result = search_catalog(query, allowed=bundle.searchable_names(), limit=arguments.get("limit", 5))
+    result = search_catalog(
+        query, allowed=bundle.searchable_names(), limit=arguments.get("limit", 5), owner_id=owner_id
+    )
     if result.error:
         emit("tool", f"🔎 Tool search failed: {result.error}", tool_name=settings.TOOLHUB_SEARCH_TOOL)
         return CallOutcome(content=json.dumps({"error": result.error}), is_error=True)
@@ -73,7 +77,13 @@ def run_tool_search(arguments: dict, bundle: CapabilityBundle, *, emit) -> CallO
 
 
 def execute(
-    call: ToolCall, bundle: CapabilityBundle, *, emit, max_result_tokens: int, approved: bool = False
+    call: ToolCall,
+    bundle: CapabilityBundle,
+    *,
+    emit,
+    max_result_tokens: int,
+    approved: bool = False,
+    owner_id: int | None = None,
 ) -> CallOutcome:
     reason = refusal_reason(call.name, bundle)
     if reason:
@@ -92,7 +102,7 @@ def execute(
         message = f"{call.name} requires an operator's approval before it runs; it was not run."
         return CallOutcome(content=json.dumps({"error": message}), is_error=True, refused=True)
     if call.name == settings.TOOLHUB_SEARCH_TOOL:
-        return run_tool_search(arguments, bundle, emit=emit)
+        return run_tool_search(arguments, bundle, emit=emit, owner_id=owner_id)
     if call.name in BUILTIN_TOOL_NAMES:
         result = run_builtin(call.name, arguments, emit=emit)
         content = {"error": result.content} if result.is_error and isinstance(result.content, str) else result.content

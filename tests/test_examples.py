@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents.steward import StewardContext, analyze
+from agents.tool_calls import run_tool_search
 from catalog import search as catalog_search
 from catalog.bundle import build_bundle
 from catalog.examples import ExampleRefused, add_example, edit_example, set_approved
@@ -271,6 +272,25 @@ def test_with_per_owner_learning_an_owners_examples_help_only_their_searches(cou
     assert "send_email" not in catalog_search.search_catalog(query, allowed=allowed, owner_id=bob.pk).names
     settings.TOOLHUB_LEARN_PER_OWNER = False
     assert catalog_search.search_catalog(query, allowed=allowed, owner_id=bob.pk).names[0] == "send_email"
+
+
+@pytest.mark.django_db
+def test_the_models_tool_search_ranks_with_the_conversation_owners_examples(counted_embedder, settings):
+    settings.TOOLHUB_LEARN_PER_OWNER = True
+    alice, bob = make_user("alice"), make_user("bob")
+    make_policy(make_tool("get_weather", description="Weather forecast for a city."))
+    make_policy(make_tool("send_email", description="Send an email message."))
+    add_example(tool="send_email", text="what is up with the landlord", source="learned", approved=True, owner=alice)
+    context = StewardContext.current()
+    query = "what is up with the landlord today"
+    bundle = build_bundle(analyze(query, context=context, mode="rules").decision, context.entries)
+
+    def found(owner) -> list[str]:
+        outcome = run_tool_search({"query": query}, bundle, emit=lambda *a, **k: None, owner_id=owner.pk)
+        return json.loads(outcome.content)["found"]
+
+    assert found(alice)[0] == "send_email"
+    assert "send_email" not in found(bob)
 
 
 # --- safety: examples rank, policy decides ------------------------------------------
