@@ -11,6 +11,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -111,13 +112,16 @@ def decide(request, approval_id: int):
 
     htmx gets the approval's fragment back (409 with the reason when it was already closed).
     """
-    pending = get_object_or_404(ToolApproval, pk=approval_id)
+    pending = get_object_or_404(ToolApproval.objects.select_related("turn"), pk=approval_id)
+    # Without JS the form posts and comes back: to `next`, else the conversation (fragments sent over the
+    # WebSocket are rendered without a request, so their form has no `next`).
+    back = _back(request, reverse("console-conversation", args=[pending.turn.conversation_id]))
     decision = request.POST.get("decision")
     if decision not in {"approve", "deny"}:
         if request.htmx:
             return HttpResponse("Choose approve or deny.", status=400)
         messages.error(request, "Choose approve or deny.")
-        return redirect(_back(request, "overview"))
+        return redirect(back)
     try:
         approval = decide_approval(approval_id=approval_id, user=request.user, approve=decision == "approve")
     except ApprovalClosed as closed:
@@ -131,7 +135,7 @@ def decide(request, approval_id: int):
             context = {"approval": _approval_view(approval, status=approval.status)}
             return render(request, "agents/conversation.html#approval", context)
         messages.success(request, f"{approval.tool_name}: {approval.status}.")
-    return redirect(_back(request, "overview"))
+    return redirect(back)
 
 
 def _approval_view(approval: ToolApproval, *, status: str, note: str = "") -> dict:

@@ -120,6 +120,18 @@ def test_an_operator_decides_over_htmx_and_a_second_decision_is_409(client, eage
     assert again.status_code == 409 and "already denied" in again.content.decode()
 
 
+def test_without_js_a_decision_comes_back_to_the_conversation(client, eager_celery):
+    # The buttons a live event brings were rendered without a request, so their form carries no `next`.
+    approval = approval_turn(make_user("owner", role="viewer"))
+    client.force_login(make_user("operator", role="operator"))
+    Turn.objects.filter(pk=approval.turn_id).update(status=Turn.Status.DONE)  # nothing to resume in this test
+    response = client.post(f"/approvals/{approval.pk}/decide", {"decision": "deny"})
+    assert response.status_code == 302 and response.url == f"/console/{approval.turn.conversation_id}/"
+    assert ToolApproval.objects.get(pk=approval.pk).status == "denied"
+    offsite = client.post(f"/approvals/{approval.pk}/decide", {"decision": "deny", "next": "https://evil.example/"})
+    assert offsite.url == f"/console/{approval.turn.conversation_id}/"
+
+
 def log(query, **fields) -> RoutingLog:
     values = {"decision": {"action": "answer", "domains": [], "confidence": 0.9, "phase": "", "side_query": False},
               "steward_mode": "rules"} | fields  # fmt: skip
