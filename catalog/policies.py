@@ -55,6 +55,9 @@ def save_policy_draft(tool: Tool, *, draft: dict, author, note: str, base_versio
     `base_version` is the version the editor started from; if the active version moved
     since, raise PolicyConflict instead of overwriting someone else's change.
     """
+    # Lock the tool row: before a tool's first policy there is no policy row to lock, and two first saves
+    # would both insert one (a unique violation) instead of the second getting a conflict.
+    Tool.objects.select_for_update().filter(pk=tool.pk).first()
     policy = ToolPolicy.objects.select_for_update().filter(tool=tool).first()
     if (policy.version if policy else 0) != base_version:
         raise PolicyConflict(

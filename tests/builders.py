@@ -1,9 +1,11 @@
 """Small builders for tests: a tool, a policy, a user in a role."""
 
 import importlib
+import threading
 
 from django.apps import apps
 from django.contrib.auth import get_user_model
+from django.db import connection
 
 from catalog.models import Domain, Tool, ToolPolicy
 from catalog.policies import record_policy_version
@@ -35,3 +37,26 @@ def make_user(username="ops", role="operator", password="a-long-test-password"):
 def restore_default_action_words() -> None:
     """The action words migration 0003 seeds; a transactional test's flush removes them for the tests after it."""
     importlib.import_module("agents.migrations.0003_default_action_words").add_words(apps, None)
+
+
+def at_once(count: int, work) -> list[tuple[str, object]]:
+    """Run work(i) in `count` threads released together by a barrier; ("ok", value) or ("error", exception)."""
+    barrier = threading.Barrier(count)
+    outcomes: list = [None] * count
+
+    def run(i):
+        try:
+            barrier.wait(timeout=60)
+            outcomes[i] = ("ok", work(i))
+        except Exception as exc:  # the outcome is what the test checks
+            outcomes[i] = ("error", exc)
+        finally:
+            connection.close()  # each thread has its own connection
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    return outcomes

@@ -27,7 +27,7 @@ from agents.workflows import (
 from catalog.demo_catalog import load_demo_catalog
 from catalog.mcp_sync import sync_server
 from catalog.models import McpServer
-from tests.builders import restore_default_action_words
+from tests.builders import at_once, restore_default_action_words
 from tests.scripted_openai import ScriptedOpenAI
 from tests.servers import celery_worker
 from toolhub.celery import app
@@ -45,29 +45,6 @@ def make_conversation(username="wf-owner") -> Conversation:
 def start(conversation, **fields) -> Workflow:
     values = {"kind": "rule_creation", "phase": "rule_draft", "state": {"name": "Tết bonus"}} | fields
     return start_workflow(conversation=conversation, owner=conversation.owner, **values)
-
-
-def at_once(count: int, work) -> list[tuple[str, object]]:
-    """Run work(i) in `count` threads released together by a barrier; ("ok", value) or ("error", exception)."""
-    barrier = threading.Barrier(count)
-    outcomes: list = [None] * count
-
-    def run(i):
-        try:
-            barrier.wait(timeout=60)
-            outcomes[i] = ("ok", work(i))
-        except Exception as exc:  # the outcome is what the test checks
-            outcomes[i] = ("error", exc)
-        finally:
-            connection.close()  # each thread has its own connection
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads), "a thread hung"
-    return outcomes
 
 
 class CountedRecords:
