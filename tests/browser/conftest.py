@@ -160,6 +160,20 @@ def log_in(browser_stack):
 
 
 @pytest.fixture
+def ask_in_console(browser_stack):
+    """Start a conversation from /console/ as the logged-in user: type, send, land on it with its socket open."""
+
+    def ask(page, question: str) -> None:
+        page.goto("/console/")
+        page.get_by_label("Start a conversation").fill(question)
+        page.get_by_role("button", name="Send").click()
+        page.wait_for_url("**/console/*/")
+        page.wait_for_selector("body[data-live=open]")
+
+    return ask
+
+
+@pytest.fixture
 def screenshot():
     """Save a full-page PNG under test-artifacts/screenshots/<name>.png and return its path."""
 

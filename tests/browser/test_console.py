@@ -72,15 +72,11 @@ def test_a_turn_started_through_the_api_appears_in_another_browsers_console_and_
 
 
 def test_an_operator_approves_a_pending_risky_call_from_the_console_and_the_turn_finishes(
-    browser_stack, page, log_in, screenshot
+    browser_stack, page, log_in, screenshot, ask_in_console
 ):
     set_calculator(requires_confirmation=True)
     log_in(page, "operator")
-    page.goto("/console/")
-    page.get_by_label("Start a conversation").fill("What is 15 + 27?")
-    page.get_by_role("button", name="Send").click()
-    page.wait_for_url("**/console/*/")
-    page.wait_for_selector("body[data-live=open]")
+    ask_in_console(page, "What is 15 + 27?")
     turn = Turn.objects.get()
     approve = page.locator(f"#turn-{turn.id}").get_by_role("button", name="Approve")
     approve.wait_for()
@@ -98,14 +94,10 @@ def test_an_operator_approves_a_pending_risky_call_from_the_console_and_the_turn
 
 
 def test_an_operator_chats_from_the_console_and_sees_routing_with_denied_tools_live(
-    browser_stack, page, log_in, screenshot
+    browser_stack, page, log_in, screenshot, ask_in_console
 ):
     log_in(page, "operator")
-    page.goto("/console/")
-    page.get_by_label("Start a conversation").fill("What is 15 + 27?")
-    page.get_by_role("button", name="Send").click()
-    page.wait_for_url("**/console/*/")
-    page.wait_for_selector("body[data-live=open]")
+    ask_in_console(page, "What is 15 + 27?")
     first = Turn.objects.get()
     page.locator(f"#turn-{first.id} .status-done").wait_for()
     loaded = page.locator(f"#turn-{first.id}-routing dt:text('Loaded') + dd").inner_text()
@@ -129,14 +121,12 @@ def test_an_operator_chats_from_the_console_and_sees_routing_with_denied_tools_l
 PAGES = {"overview": "/", "console-list": "/console/", "routing": "/routing/", "workflows": "/workflows/"}
 
 
-def test_the_console_overview_routing_and_workflow_pages_fit_1280_and_390_wide(browser_stack, new_page, log_in,
-                                                                                screenshot):  # fmt: skip
+def test_the_console_overview_routing_and_workflow_pages_fit_1280_and_390_wide(
+    browser_stack, new_page, log_in, screenshot, ask_in_console
+):
     asker = new_page()
     log_in(asker, "operator")
-    asker.goto("/console/")
-    asker.get_by_label("Start a conversation").fill("What time is it in Paris?")
-    asker.get_by_role("button", name="Send").click()
-    asker.wait_for_url("**/console/*/")
+    ask_in_console(asker, "What time is it in Paris?")
     asker.locator(".turn-status.status-done").wait_for()
     pages = {**PAGES, "console-conversation": asker.url.removeprefix(browser_stack.url),
              "routing-detail": f"/routing/{Turn.objects.get().routing_log.pk}/"}  # fmt: skip
@@ -151,13 +141,10 @@ def test_the_console_overview_routing_and_workflow_pages_fit_1280_and_390_wide(b
             screenshot(page, f"{name}-{width}")
 
 
-def test_the_routing_log_filters_into_the_address_and_j_k_enter_open_a_row(browser_stack, page, log_in):
+def test_the_routing_log_filters_into_the_address_and_j_k_enter_open_a_row(browser_stack, page, log_in, ask_in_console):
     log_in(page, "operator")
     for question in ("What is 15 + 27?", "What time is it in Paris?"):
-        page.goto("/console/")
-        page.get_by_label("Start a conversation").fill(question)
-        page.get_by_role("button", name="Send").click()
-        page.wait_for_url("**/console/*/")
+        ask_in_console(page, question)
         page.locator(".turn-status.status-done").wait_for()
     page.goto("/routing/")
     page.get_by_label("Action").select_option("get")

@@ -18,15 +18,11 @@ def send(page, text: str) -> None:
 
 
 def test_a_tool_denied_in_the_policy_editor_shows_among_denied_in_the_open_console_without_a_reload(
-    browser_stack, new_page, log_in
+    browser_stack, new_page, log_in, ask_in_console
 ):
     console = new_page()
     log_in(console, "operator")
-    console.goto("/console/")
-    console.get_by_label("Start a conversation").fill("What is 15 + 27?")
-    console.get_by_role("button", name="Send").click()
-    console.wait_for_url("**/console/*/")
-    console.wait_for_selector("body[data-live=open]")
+    ask_in_console(console, "What is 15 + 27?")
     first = Turn.objects.get()
     console.locator(f"#turn-{first.id} .status-done").wait_for()
     expect(console.locator(f"#turn-{first.id}-routing dt:text('Loaded') + dd")).to_contain_text("calculate")
@@ -54,13 +50,12 @@ def no_sideways_scroll(page) -> bool:
 
 
 @pytest.mark.parametrize("width", [1280, 390])
-def test_every_main_page_fits_the_width_is_keyboard_reachable_and_is_captured(new_page, log_in, screenshot, width):
+def test_every_main_page_fits_the_width_is_keyboard_reachable_and_is_captured(
+    new_page, log_in, screenshot, width, ask_in_console
+):
     page = new_page(WIDTHS[width])
     log_in(page, "operator")
-    page.goto("/console/")
-    page.get_by_label("Start a conversation").fill("What is 15 + 27?")
-    page.get_by_role("button", name="Send").click()
-    page.wait_for_url("**/console/*/")
+    ask_in_console(page, "What is 15 + 27?")
     page.locator(".turn .status-done").first.wait_for()
     screenshot(page, f"console-conversation-{width}")
     assert no_sideways_scroll(page), "the conversation page scrolls sideways"
