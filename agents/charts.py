@@ -21,10 +21,12 @@ def line_chart(series: dict[str, list[int | float]], *, label: str) -> dict:
     top = max((value for values in series.values() for value in values), default=0) or 1
     lines = []
     for name, values in series.items():
-        step = WIDTH / max(len(values) - 1, 1)
-        points = " ".join(
-            f"{round(index * step, 1)},{round(HEIGHT - HEIGHT * value / top, 1)}" for index, value in enumerate(values)
-        )
+        if len(values) == 1:  # one point draws nothing: span the chart at its value
+            values_at = [(0.0, values[0]), (float(WIDTH), values[0])]
+        else:
+            step = WIDTH / max(len(values) - 1, 1)
+            values_at = [(index * step, value) for index, value in enumerate(values)]
+        points = " ".join(f"{round(x, 1)},{round(HEIGHT - HEIGHT * value / top, 1)}" for x, value in values_at)
         lines.append({"name": name, "points": points, "last": values[-1] if values else None})
     return {"label": label, "lines": lines, "max": max((v for vs in series.values() for v in vs), default=0),
             "width": WIDTH, "height": HEIGHT, "empty": not any(series.values())}  # fmt: skip

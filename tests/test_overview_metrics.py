@@ -70,6 +70,8 @@ def test_charts_scale_to_the_largest_value():
     line = line_chart({"turn": [0, 10]}, label="ms")
     assert line["lines"][0]["points"] == "0.0,120.0 600.0,0.0" and not line["empty"]
     assert line_chart({"turn": []}, label="ms")["empty"]
+    # One request so far: a polyline of one point draws nothing, so it spans the chart at that value.
+    assert line_chart({"turn": [244]}, label="ms")["lines"][0]["points"] == "0.0,0.0 600.0,0.0"
 
 
 def test_the_budget_splits_knowledge_out_of_the_system_prompt_and_leaves_the_rest_free():
