@@ -5,10 +5,13 @@ channel-layer groups `turn.<id>` and `console`, so nothing is missed
 whichever side starts first. Never broadcast an event that is not stored.
 """
 
+import asyncio
+import os
+import threading
 from functools import partial
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
@@ -34,10 +37,41 @@ def serialize(event: TurnEvent) -> dict:
 
 
 def broadcast(event: TurnEvent) -> None:
+    """Send the stored event to its turn's group and the console group, in order, and wait until sent.
+
+    The in-memory layer (embedded default) lives on the loop that runs the
+    consumers, so it is reached through async_to_sync from the turn's thread
+    (started by sync_to_async from that loop). A network layer (Redis) is
+    reached through one long-lived loop per process: async_to_sync from a
+    thread without a loop (a Celery worker) would start a thread and a loop
+    for every call, and the Redis layer a connection for every loop.
+    """
     layer = get_channel_layer()
     message = {"type": MESSAGE_TYPE, "event": serialize(event)}
-    for group in (turn_group(event.turn_id), CONSOLE_GROUP):
-        async_to_sync(layer.group_send)(group, message)
+
+    async def send() -> None:
+        for group in (turn_group(event.turn_id), CONSOLE_GROUP):
+            await layer.group_send(group, message)
+
+    if isinstance(layer, InMemoryChannelLayer):
+        async_to_sync(send)()
+    else:
+        asyncio.run_coroutine_threadsafe(send(), _sender_loop()).result()
+
+
+_sender: tuple[int, asyncio.AbstractEventLoop] | None = None
+_sender_lock = threading.Lock()
+
+
+def _sender_loop() -> asyncio.AbstractEventLoop:
+    """This process's broadcast loop, in a daemon thread; a forked child (a prefork worker) starts its own."""
+    global _sender
+    with _sender_lock:
+        if _sender is None or _sender[0] != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="toolhub-broadcast", daemon=True).start()
+            _sender = (os.getpid(), loop)
+        return _sender[1]
 
 
 def emit(turn_id: int, type: str, *, phase: str = "", **payload) -> TurnEvent:
