@@ -58,6 +58,16 @@ def test_embedded_secret_key_is_generated_once_and_kept(tmp_path):
     assert probe(tmp_path)["secret_key"] == first
 
 
+def test_the_embedded_database_writes_ahead_so_pages_read_while_a_turn_commits(tmp_path):
+    code = (
+        "import django; django.setup(); from django.db import connection; cursor = connection.cursor(); "
+        "print(cursor.execute('PRAGMA journal_mode').fetchone()[0], cursor.execute('PRAGMA synchronous').fetchone()[0])"
+    )
+    result = run_python(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["wal", "1"]  # synchronous 1 = NORMAL
+
+
 def test_environment_selects_the_scaled_path(tmp_path):
     config = probe(
         tmp_path,

@@ -139,8 +139,14 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": DATA_DIR / "toolhub.sqlite3",
-            # Turns run in worker threads beside the request threads.
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            # Turns run in worker threads beside the request threads. WAL lets pages read while a turn writes;
+            # with it, synchronous=NORMAL syncs at checkpoints rather than on every commit (a turn commits each
+            # of its events) and loses nothing when the process crashes, only the last commits on power loss.
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
         }
     }
 
