@@ -110,10 +110,10 @@ def denial_reason(entry: CatalogEntry, decision: RoutingDecision, *, min_confide
         return None
     if decision.phase:
         return f"not part of workflow phase {decision.phase}"
+    if decision.action != policy.operation:  # checked first: the plainer reason when both hold
+        return f"{policy.operation} tool, but the request is {decision.action}"
     if not confident:
         return f"intent unclear (confidence {decision.confidence:.2f} < {min_confidence:.2f})"
-    if decision.action != policy.operation:
-        return f"{policy.operation} tool, but the request is {decision.action}"
     if not policy.domains & decision.domains:
         return "outside the request's domains"
     return None

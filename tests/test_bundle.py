@@ -95,6 +95,9 @@ def test_denials_carry_a_reason():
     assert denial_reason(entry("t"), decide(), min_confidence=0.6) == "no policy (fail closed)"
     reason = denial_reason(entry("t", policy("create")), decide("create", confidence=0.3), min_confidence=0.6)
     assert reason == "intent unclear (confidence 0.30 < 0.60)"
+    # A write tool on a request for something else says so, whatever the confidence ("What is 15 + 27?").
+    reason = denial_reason(entry("t", policy("create")), decide("answer", confidence=0.0), min_confidence=0.6)
+    assert reason == "create tool, but the request is answer"
 
 
 def test_loaded_risky_tool_is_marked_for_confirmation():
