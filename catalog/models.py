@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from .schemas import validate_input_schema, validate_string_list, validate_tool_name
+from .secrets import EncryptedJSONField
 from .tokens import canonical_json, count_tokens
 
 
@@ -274,11 +275,13 @@ class McpServer(models.Model):
     transport = models.CharField(max_length=32, choices=Transport.choices, default=Transport.STDIO)
     command = models.CharField(max_length=500, blank=True, help_text="stdio: the program to start.")
     args = models.JSONField(default=list, blank=True, help_text="stdio: its arguments, a list of strings.")
-    env = models.JSONField(
-        default=dict, blank=True, help_text="stdio: extra environment variables, an object of strings."
+    env = EncryptedJSONField(
+        default=dict, blank=True, help_text="stdio: extra environment variables, an object of strings (encrypted)."
     )
     url = models.URLField(max_length=500, blank=True, help_text="streamable HTTP: the endpoint, e.g. https://host/mcp.")
-    headers = models.JSONField(default=dict, blank=True, help_text="streamable HTTP: request headers, an object.")
+    headers = EncryptedJSONField(
+        default=dict, blank=True, help_text="streamable HTTP: request headers, an object (encrypted)."
+    )
     enabled = models.BooleanField(default=True)
     tool_names = models.JSONField(default=list, blank=True, editable=False)
     missing_tool_names = models.JSONField(

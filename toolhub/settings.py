@@ -77,6 +77,8 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# Earlier keys, still accepted (sessions, and MCP server secrets encrypted at rest with them: catalog.secrets).
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
