@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from tests.builders import restore_default_action_words
@@ -89,6 +90,8 @@ def browser_stack(django_db_setup, tmp_path_factory):
         "DJANGO_SETTINGS_MODULE": "toolhub.settings",
         "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
         "TOOLHUB_DATA_DIR": str(data_dir),
+        # The same key as this process: rows it writes (MCP server secrets, encrypted with it) must open there.
+        "SECRET_KEY": settings.SECRET_KEY,
     }
     from toolhub.celery import app
 
