@@ -28,6 +28,27 @@ def embedded_env(data_dir) -> dict:
     return env
 
 
+def database_env(**extra) -> dict:
+    """The environment of a server process on this test run's database (rows committed by transactional tests).
+
+    It shares the test process's SECRET_KEY: rows either side encrypts (MCP server secrets) must open on the other.
+    """
+    from django.conf import settings
+    from django.db import connection
+
+    database = connection.settings_dict
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    return (
+        env
+        | {
+            "DJANGO_SETTINGS_MODULE": "toolhub.settings",
+            "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
+            "SECRET_KEY": settings.SECRET_KEY,
+        }
+        | extra
+    )
+
+
 def manage(env: dict, *args: str) -> str:
     result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=300)  # fmt: skip

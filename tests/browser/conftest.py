@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
 from tests.builders import restore_default_action_words
-from tests.servers import ROOT, celery_worker, daphne
+from tests.servers import ROOT, celery_worker, daphne, database_env
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -85,14 +83,7 @@ def load_stack_data(data_dir: Path) -> None:
 def browser_stack(django_db_setup, tmp_path_factory):
     """A live toolhub (Daphne + Celery worker) on the test database, shared by the module's tests."""
     data_dir = tmp_path_factory.mktemp("browser-stack")
-    database = connection.settings_dict
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"} | {
-        "DJANGO_SETTINGS_MODULE": "toolhub.settings",
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-        "TOOLHUB_DATA_DIR": str(data_dir),
-        # The same key as this process: rows it writes (MCP server secrets, encrypted with it) must open there.
-        "SECRET_KEY": settings.SECRET_KEY,
-    }
+    env = database_env(TOOLHUB_DATA_DIR=str(data_dir))
     from toolhub.celery import app
 
     with celery_worker(env, app), daphne(env) as url:

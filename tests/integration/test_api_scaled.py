@@ -1,17 +1,14 @@
 """The scaled path end to end: Daphne serves the API, a Celery worker runs the turn, Redis carries events."""
 
-import os
-
 import openai
 import pytest
-from django.db import connection
 
 from agents.api_keys import create_api_key
 from agents.metrics import routing_metrics
 from agents.models import RoutingLog, Turn
 from catalog.demo_catalog import load_demo_catalog
 from tests.builders import make_user
-from tests.servers import celery_worker, daphne
+from tests.servers import celery_worker, daphne, database_env
 from toolhub.celery import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -20,12 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 def test_a_turn_runs_in_the_worker_and_streams_through_redis():
     load_demo_catalog()
     _, key = create_api_key(user=make_user(), name="scaled")
-    database = connection.settings_dict
-    env = os.environ | {
-        "DJANGO_SETTINGS_MODULE": "toolhub.settings",
-        # The servers use the test database this test committed to.
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-    }
+    env = database_env()
     with celery_worker(env, app), daphne(env) as base:
         client = openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=120)
         stream = client.chat.completions.create(

@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 
 import httpx2
 import pytest
-from django.db import connection
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -22,7 +21,7 @@ from catalog.demo_catalog import load_demo_catalog
 from catalog.models import McpServer
 from catalog.tasks import sync_mcp_server
 from tests.builders import make_user
-from tests.servers import ROOT, daphne
+from tests.servers import ROOT, daphne, database_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -39,11 +38,7 @@ def toolhub_mcp(tmp_path):
     assert sync_mcp_server(server.pk).endswith("unchanged")
     mcp_client.close_all()  # Daphne starts its own connection to the demo server
     _, key = create_api_key(user=make_user(role="viewer"), name="mcp-itest")
-    database = connection.settings_dict
-    env = os.environ | {
-        "DJANGO_SETTINGS_MODULE": "toolhub.settings",
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-    }
+    env = database_env()
     with daphne(env) as base:
         yield base, key
 

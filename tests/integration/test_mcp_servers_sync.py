@@ -1,16 +1,14 @@
 """The MCP servers page in Chromium: Sync queues the task, a real Celery worker runs it, the page shows progress."""
 
-import os
 import re
 import sys
 
 import pytest
-from django.db import connection
 from playwright.sync_api import expect, sync_playwright
 
 from catalog.models import McpServer, Tool
 from tests.builders import make_user
-from tests.servers import celery_worker, daphne
+from tests.servers import celery_worker, daphne, database_env
 from toolhub.celery import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -25,11 +23,7 @@ def test_sync_button_shows_progress_then_the_counts_and_the_tools_needing_a_poli
         name="generated", command=sys.executable, args=["-m", "tests.generated_mcp_server", "--tools", "1000"]
     )
     make_user(username="admin", role="admin", password=PASSWORD)
-    database = connection.settings_dict
-    env = os.environ | {
-        "DJANGO_SETTINGS_MODULE": "toolhub.settings",
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-    }
+    env = database_env()
     with celery_worker(env, app), daphne(env) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page()

@@ -1,7 +1,6 @@
 """Workflow guarantees under real concurrency on PostgreSQL, cleanup on a real Celery worker, restart safety."""
 
 import datetime
-import os
 import signal
 import sys
 import threading
@@ -11,7 +10,6 @@ import uuid
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
 from django.utils import timezone
 
 from agents import workflows
@@ -29,7 +27,7 @@ from catalog.mcp_sync import sync_server
 from catalog.models import McpServer
 from tests.builders import at_once, restore_default_action_words
 from tests.scripted_openai import ScriptedOpenAI
-from tests.servers import celery_worker
+from tests.servers import celery_worker, database_env
 from toolhub.celery import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -63,25 +61,16 @@ class CountedRecords:
         return {"record_id": record.pk, "phase": workflow.phase}
 
 
-def database_env(**extra) -> dict:
-    """The environment of a process that uses this test's database (committed rows, transaction=True)."""
-    database = connection.settings_dict
-    return (
-        os.environ
-        | {
-            "DJANGO_SETTINGS_MODULE": "toolhub.settings",
-            "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/{database['NAME']}",
-            "TOOLHUB_WORKFLOW_TTL": str(settings.TOOLHUB_WORKFLOW_TTL_SECONDS),
-            "TOOLHUB_WARM_START": "0",  # these workers never search the catalog
-        }
-        | extra
-    )
-
-
 def worker_env() -> tuple[dict, str]:
-    """A worker on its own queue: another test run's worker on the same Redis never takes these tasks."""
+    """A worker on its own queue (another test run's worker on the same Redis never takes these tasks), with this
+    test's TTL; it never searches the catalog."""
     queue = f"wf-itest-{uuid.uuid4().hex[:12]}"
-    return database_env(TOOLHUB_CELERY_QUEUE=queue), queue
+    env = database_env(
+        TOOLHUB_WORKFLOW_TTL=str(settings.TOOLHUB_WORKFLOW_TTL_SECONDS),
+        TOOLHUB_WARM_START="0",
+        TOOLHUB_CELERY_QUEUE=queue,
+    )
+    return env, queue
 
 
 def cleanup_on(queue: str) -> dict:
