@@ -1,6 +1,17 @@
 from django.contrib import admin
 
-from .models import ActionWord, ApiKey, Conversation, Message, ModelProfile, RoutingLog, Turn, TurnEvent, Workflow
+from .models import (
+    ActionWord,
+    ApiKey,
+    IntentExample,
+    Conversation,
+    Message,
+    ModelProfile,
+    RoutingLog,
+    Turn,
+    TurnEvent,
+    Workflow,
+)
 
 
 @admin.register(ModelProfile)
@@ -55,6 +66,16 @@ class ActionWordAdmin(admin.ModelAdmin):
     list_display = ("phrase", "action")
     list_filter = ("action",)
     search_fields = ("phrase",)
+
+
+@admin.register(IntentExample)
+class IntentExampleAdmin(admin.ModelAdmin):
+    """Operators teach the router wordings here: a request and the action and domains it wants."""
+
+    list_display = ("text", "action", "domains", "created_at")
+    list_filter = ("action",)
+    search_fields = ("text",)
+    fields = ("text", "action", "domains")
 
 
 @admin.register(ApiKey)

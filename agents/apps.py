@@ -10,8 +10,10 @@ class AgentsConfig(AppConfig):
 
         from catalog.signals import bump_catalog_version
 
-        from .models import ActionWord
+        from .models import ActionWord, IntentExample
 
-        # The router's vocabulary is cached per catalog state: a new action word must move it.
-        post_save.connect(bump_catalog_version, sender=ActionWord, dispatch_uid="catalog_version_action_word_save")
-        post_delete.connect(bump_catalog_version, sender=ActionWord, dispatch_uid="catalog_version_action_word_delete")
+        # The router's evidence is cached per catalog state: a new action word or example must move it.
+        for model in (ActionWord, IntentExample):
+            name = model.__name__
+            post_save.connect(bump_catalog_version, sender=model, dispatch_uid=f"catalog_version_{name}_save")
+            post_delete.connect(bump_catalog_version, sender=model, dispatch_uid=f"catalog_version_{name}_delete")

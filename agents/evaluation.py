@@ -17,8 +17,8 @@ import numpy as np
 from catalog.decision import CatalogEntry, PolicyView
 from catalog.search_index import STOPWORDS, ExampleDocument, ToolDocument, ToolSearchIndex, name_words, words
 
-from .router import Vocabulary
-from .steward import StewardContext
+from .router import StewardContext
+from .router.lexicon import Lexicon
 
 
 class BenchFileError(ValueError):
@@ -322,5 +322,5 @@ def bench_context(tools: list[dict], index: ToolSearchIndex, search=None) -> Ste
     return StewardContext(
         entries=entries,
         search=search or (lambda query, allowed, limit: index.search(query, allowed=allowed, limit=limit).names),
-        vocabulary=Vocabulary({}, {}, {}),
+        lexicon=Lexicon({}, {}, {}),
     )

@@ -19,6 +19,8 @@ from .models import TurnEvent
 
 CONSOLE_GROUP = "console"
 MESSAGE_TYPE = "turn.event"  # consumers handle it with a turn_event method
+# The status phase of a tool announcing that it runs (the tools in TOOLHUB_STATUS_TOOLS; web_search by default).
+TOOL_EXECUTION_PHASE = "tool_execution"
 
 
 def turn_group(turn_id: int) -> str:

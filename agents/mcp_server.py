@@ -42,7 +42,7 @@ from catalog.decision import RoutingDecision, current_catalog
 from .api_keys import authenticate
 from .models import ModelProfile
 from .providers import ToolCall
-from .steward import StewardContext, analyze
+from .router import StewardContext, analyze
 from .tool_calls import CallOutcome, execute, refusal_reason, run_tool_search, schema_problem
 
 logger = logging.getLogger(__name__)

@@ -6,6 +6,7 @@ what the model then called, over finished turns only (turn_ms set).
 
 import datetime
 import math
+from dataclasses import dataclass
 
 from django.db.models import F, Sum
 from django.db.models.functions import Greatest
@@ -22,7 +23,45 @@ def percentile(values: list[float], fraction: float) -> float | None:
     return ordered[max(math.ceil(fraction * len(ordered)) - 1, 0)]
 
 
+@dataclass(frozen=True)
+class MetricsWindow:
+    """A span the routing page offers for its recommendation-quality figures; `key` is its query-string value."""
+
+    key: str
+    label: str
+    span: datetime.timedelta
+
+
+QUALITY_WINDOWS = (
+    MetricsWindow("1h", "last hour", datetime.timedelta(hours=1)),
+    MetricsWindow("24h", "last 24 hours", datetime.timedelta(hours=24)),
+    MetricsWindow("7d", "last 7 days", datetime.timedelta(days=7)),
+    MetricsWindow("30d", "last 30 days", datetime.timedelta(days=30)),
+)
+DEFAULT_QUALITY_WINDOW = QUALITY_WINDOWS[1]
+
+
+def quality_window(key: str | None) -> MetricsWindow:
+    """The window named `key`; the default (24 hours) for a missing or unknown key."""
+    return next((window for window in QUALITY_WINDOWS if window.key == key), DEFAULT_QUALITY_WINDOW)
+
+
+def recommendation_quality(logs: list[RoutingLog]) -> dict:
+    """Analyses, finished turns, precision and recall of `logs`; precision/recall None when nothing to divide."""
+    finished = [log for log in logs if log.turn_ms is not None]
+    hits = sum(len(set(log.recommended) & set(log.called)) for log in finished)
+    recommended = sum(len(set(log.recommended)) for log in finished)
+    called = sum(len(set(log.called)) for log in finished)
+    return {
+        "analyses": len(logs),
+        "finished_turns": len(finished),
+        "precision": hits / recommended if recommended else None,
+        "recall": hits / called if called else None,
+    }
+
+
 def routing_metrics(*, since: datetime.datetime | None = None, until: datetime.datetime | None = None) -> dict:
+    """Figures over [since, until) (default: the 24 hours before now); `stages` splits quality by two_stage."""
     until = until or timezone.now()
     since = since or until - datetime.timedelta(hours=24)
     logs = list(
@@ -30,21 +69,18 @@ def routing_metrics(*, since: datetime.datetime | None = None, until: datetime.d
             "recommended", "called", "fallback", "two_stage", "steward_ms", "turn_ms"
         )
     )
-    finished = [log for log in logs if log.turn_ms is not None]
-    hits = sum(len(set(log.recommended) & set(log.called)) for log in finished)
-    recommended = sum(len(set(log.recommended)) for log in finished)
-    called = sum(len(set(log.called)) for log in finished)
     latencies = [log.steward_ms for log in logs if log.steward_ms is not None]
     return {
         "since": since.isoformat(),
         "until": until.isoformat(),
-        "analyses": len(logs),
-        "finished_turns": len(finished),
-        "precision": hits / recommended if recommended else None,
-        "recall": hits / called if called else None,
+        **recommendation_quality(logs),
         "fallback_rate": sum(log.fallback for log in logs) / len(logs) if logs else None,
         "two_stage": sum(log.two_stage for log in logs),
         "single_stage": sum(not log.two_stage for log in logs),
+        "stages": {
+            "two_stage": recommendation_quality([log for log in logs if log.two_stage]),
+            "single_stage": recommendation_quality([log for log in logs if not log.two_stage]),
+        },
         "p50_analysis_ms": percentile(latencies, 0.50),
         "p95_analysis_ms": percentile(latencies, 0.95),
     }

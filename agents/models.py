@@ -30,6 +30,42 @@ class ActionWord(models.Model):
         super().save(*args, **kwargs)
 
 
+class IntentExample(models.Model):
+    """A request and what it wants (action, domains), in any language: evidence for the router.
+
+    Tool-specific requests are ToolExamples (catalog); these label the rest: requests
+    answered from general knowledge with no tool (action answer, no domains), and
+    requests whose action and domains are clear before any tool is. The router ranks
+    them by meaning (agents/router), so they teach wordings, not keywords.
+    """
+
+    MAX_TEXT_CHARS = 1000
+
+    text = models.CharField(max_length=MAX_TEXT_CHARS, unique=True)
+    action = models.CharField(max_length=16, choices=Action.choices)
+    domains = models.JSONField(default=list, blank=True, help_text="Domain names, e.g. [\"loyalty\", \"members\"].")
+    model_name = models.CharField(max_length=200, blank=True, editable=False)
+    vector = models.BinaryField(null=True, blank=True, editable=False, help_text="float32 values, little-endian.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["action", "text"]
+
+    def __str__(self):
+        return f"{self.text[:60]} -> {self.action}"
+
+    def clean(self):
+        self.text = " ".join(str(self.text or "").split())
+        if not self.text:
+            raise ValidationError({"text": "An example needs the request's text."})
+        if not isinstance(self.domains, list) or not all(isinstance(d, str) for d in self.domains):
+            raise ValidationError({"domains": "A list of domain names."})
+
+    def save(self, *args, **kwargs):
+        self.text = " ".join(str(self.text or "").split())
+        super().save(*args, **kwargs)
+
+
 class ModelProfile(models.Model):
     """Token budget of one model: memory gets what the window leaves after the fixed parts."""
 

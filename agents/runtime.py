@@ -19,12 +19,12 @@ from catalog.knowledge import select_snippets
 
 from . import approvals, flows, learning, memory, prompt
 from .budget import token_budget
-from .events import emit
+from .events import TOOL_EXECUTION_PHASE, emit
 from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
 from .providers import ToolCall, TurnHints, get_provider
-from .router import ConversationState
+
 from .routing_log import record_analysis, record_outcome
-from .steward import Intent, StewardContext, StewardResult, analyze, current_time_context
+from .router import ConversationState, Intent, StewardContext, StewardResult, analyze, current_time_context
 from .tool_calls import CallOutcome, execute
 from .workflows import WorkflowError
 
@@ -346,16 +346,25 @@ class TurnRun:
             history.append({"role": "tool", "tool_call_id": call.id, "content": content})
             self.save_message(Message.Role.TOOL, content, tool_call_id=call.id)
 
+    def announces(self, tool_name: str) -> bool:
+        """Whether running this tool shows as a status (phase tool_execution): only TOOLHUB_STATUS_TOOLS do.
+
+        A silent turn (time/date injected) announces nothing; TOOLHUB_SHOW_WEB_SEARCH_STATUS=0 silences web_search.
+        """
+        if self.analysis.silent or tool_name not in settings.TOOLHUB_STATUS_TOOLS:
+            return False
+        return tool_name != settings.TOOLHUB_WEB_SEARCH_TOOL or self.options["show_web_search_status"]
+
     def call_tool(self, call, bundle, *, approved: bool = False):
-        silent = self.analysis.silent
+        announced = self.announces(call.name)
 
         def tool_emit(phase: str, message: str, **data):
-            if call.name == settings.TOOLHUB_WEB_SEARCH_TOOL and not self.options["show_web_search_status"]:
-                return
+            if phase == TOOL_EXECUTION_PHASE and not announced:
+                return  # the tool's own announcement (web_search's query); its other statuses (errors) still show
             self.status(phase, message, **data)
 
-        if not silent and call.name != settings.TOOLHUB_WEB_SEARCH_TOOL:
-            self.status("tool", f"🔧 Using {call.name}", tool_name=call.name, arguments=_arguments(call))
+        if announced and call.name != settings.TOOLHUB_WEB_SEARCH_TOOL:  # web_search announces itself, with its query
+            self.status(TOOL_EXECUTION_PHASE, f"🔧 Using {call.name}", tool_name=call.name, arguments=_arguments(call))
         emit(self.turn.id, EventType.TOOL_CALL, phase="tool", tool_name=call.name, arguments=_arguments(call))
 
         def run_call() -> CallOutcome:

@@ -27,6 +27,7 @@ from . import overview as live_overview
 from .approvals import PERMISSION as DECIDE_PERMISSION
 from .approvals import ApprovalClosed, decide_approval
 from .forms import CancelWorkflowForm, ChatForm, RoutingFilterForm, WorkflowFilterForm
+from .metrics import QUALITY_WINDOWS, MetricsWindow, quality_window, routing_metrics
 from .models import Conversation, RoutingLog, ToolApproval, Turn, Workflow
 from .turns import start_console_turn
 from .workflows import WorkflowError, cancel_workflow, http_status_for
@@ -147,12 +148,31 @@ def _approval_view(approval: ToolApproval, *, status: str, note: str = "") -> di
 @login_required
 @permission_required("agents.view_routinglog", raise_exception=True)
 def routing_list(request):
+    """The routing log (filtered) under the recommendation quality of a window; htmx gets whichever part it targets."""
+    window = quality_window(request.GET.get("window"))
+    if request.htmx and request.htmx.target == "quality":
+        return render(request, "agents/routing.html#quality", _quality_context(request, window) | {"oob": True})
     form = RoutingFilterForm(request.GET)
     logs = form.filter(RoutingLog.objects.defer("knowledge", "deferred"))
     context = {"form": form, "logs": logs[:ROUTING_PAGE_SIZE], "page_size": ROUTING_PAGE_SIZE,
-               "query": request.GET.urlencode()}  # fmt: skip
-    template = "agents/routing.html#log-table" if request.htmx else "agents/routing.html"
-    return render(request, template, context)
+               "query": request.GET.urlencode(), "window": window}  # fmt: skip
+    if request.htmx:
+        return render(request, "agents/routing.html#log-table", context)
+    return render(request, "agents/routing.html", context | _quality_context(request, window))
+
+
+def _quality_context(request, window: MetricsWindow) -> dict:
+    """The recommendation-quality section: its figures and one link per window that keeps the other parameters."""
+    now = timezone.now()
+    metrics = routing_metrics(since=now - window.span, until=now)
+    links = []
+    for choice in QUALITY_WINDOWS:
+        params = request.GET.copy()
+        params["window"] = choice.key
+        links.append({"window": choice, "query": params.urlencode(), "current": choice == window})
+    rows = [("All", metrics), ("Two-stage", metrics["stages"]["two_stage"]),
+            ("Single-stage", metrics["stages"]["single_stage"])]  # fmt: skip
+    return {"window": window, "window_links": links, "quality": metrics, "quality_rows": rows}
 
 
 @require_GET

@@ -11,11 +11,15 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from . import embeddings
 from .demo.builtin import BUILTIN_TOOLS
+from .demo.examples import TOOL_EXAMPLES
 from .demo.knowledge import DOMAINS, KNOWLEDGE_SNIPPETS
 from .demo.loyalty import loyalty_tools
+from .examples import clean_text, text_key
 from .importers import import_tools
-from .models import Domain, KnowledgeSnippet, Tool
+from .models import Domain, KnowledgeSnippet, Tool, ToolExample
+from .signals import bump_catalog_version
 
 
 @dataclass
@@ -24,6 +28,7 @@ class DemoSummary:
     tools_created: int
     policies_created: int
     snippets_created: int
+    examples_created: int = 0
 
 
 @transaction.atomic
@@ -59,4 +64,27 @@ def load_demo_catalog() -> DemoSummary:
         tools_created=len(builtin.created) + len(loyalty.created),
         policies_created=len(builtin.policies_created) + len(loyalty.policies_created),
         snippets_created=snippets_created,
+        examples_created=seed_examples(),
     )
+
+
+def seed_examples() -> int:
+    """The demo tools' approved operator examples; existing ones (and deleted tools) are left alone."""
+    tools = {tool.name: tool for tool in Tool.objects.filter(name__in=TOOL_EXAMPLES)}
+    wanted = [(tools[name], clean_text(text)) for name, texts in TOOL_EXAMPLES.items() if name in tools for text in texts]
+    existing = set(ToolExample.objects.filter(tool__in=tools.values()).values_list("tool_id", "text_key"))
+    fresh = [(tool, text) for tool, text in wanted if (tool.pk, text_key(text)) not in existing]
+    if not fresh:
+        return 0
+    rows = [
+        ToolExample(tool=tool, text=text, text_key=text_key(text), source=ToolExample.Source.OPERATOR, approved=True)
+        for tool, text in fresh
+    ]
+    if embeddings.dense_enabled():
+        # One batch for all of them (the index would otherwise embed them one build at a time).
+        vectors = embeddings.embed_texts([row.text for row in rows])
+        for row, vector in zip(rows, vectors, strict=True):
+            row.model_name, row.vector, row.dim = embeddings.model_name(), vector.astype("<f4").tobytes(), len(vector)
+    ToolExample.objects.bulk_create(rows, ignore_conflicts=True)
+    bump_catalog_version()  # bulk_create sends no signal: the index must learn the examples
+    return len(rows)

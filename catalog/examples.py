@@ -116,7 +116,7 @@ def add_example(
             conversation_id=conversation_id,
         )
         if vector is not None:
-            example.model_name, example.vector, example.dim = embeddings.MODEL_NAME, _bytes(vector), vector.shape[0]
+            example.model_name, example.vector, example.dim = embeddings.model_name(), _bytes(vector), vector.shape[0]
         try:
             with transaction.atomic():
                 example.save()
@@ -136,7 +136,7 @@ def edit_example(example: ToolExample, *, text: str, approved: bool) -> ToolExam
         vector = _vector(text)
         example.vector = _bytes(vector) if vector is not None else None
         example.dim = vector.shape[0] if vector is not None else 0
-        example.model_name = embeddings.MODEL_NAME if vector is not None else ""
+        example.model_name = embeddings.model_name() if vector is not None else ""
     example.text, example.text_key, example.approved = text, key, approved
     example.save()
     return example
@@ -150,7 +150,7 @@ def set_approved(example: ToolExample, approved: bool) -> ToolExample:
 
 def stored_vector(example: ToolExample) -> np.ndarray | None:
     """The example's stored vector if it was made by the current model, else None."""
-    if example.vector is None or example.model_name != embeddings.MODEL_NAME or not example.dim:
+    if example.vector is None or example.model_name != embeddings.model_name() or not example.dim:
         return None
     raw = bytes(example.vector)
     return np.frombuffer(raw, dtype="<f4") if len(raw) == 4 * example.dim else None

@@ -29,7 +29,7 @@ from .search_index import ExampleDocument, SearchResult, ToolDocument, ToolSearc
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SearchResult", "ToolDocument", "ToolSearchIndex", "catalog_index", "search_catalog"]
+__all__ = ["SearchResult", "ToolDocument", "ToolSearchIndex", "catalog_index", "rank_catalog", "search_catalog"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,15 @@ def search_catalog(
 ) -> SearchResult:
     """Rank the tools policy permits for this decision; `allowed` None is treated as nothing (fail closed)."""
     return catalog_index().search(query, allowed=frozenset(allowed or ()), limit=limit, owner_id=owner_id)
+
+
+def rank_catalog(query: str, *, limit: int = 20, owner_id: int | None = None) -> SearchResult:
+    """The best `limit` indexed tools for a query, whatever the decision: evidence for the router only.
+
+    What a tool's rank says (its operation, its domains) helps decide the request;
+    whether the tool may be shown stays the bundle's decision (search_catalog filters).
+    """
+    return catalog_index().search(query, allowed=None, limit=limit, owner_id=owner_id)
 
 
 def catalog_index() -> ToolSearchIndex:
@@ -134,7 +143,7 @@ def _embed(texts: list[str]) -> np.ndarray:
 
 
 def _stored_vectors(documents: list[ToolDocument], tool_ids: dict[str, int]) -> dict[str, np.ndarray]:
-    rows = ToolEmbedding.objects.filter(tool_id__in=tool_ids.values(), model_name=embeddings.MODEL_NAME)
+    rows = ToolEmbedding.objects.filter(tool_id__in=tool_ids.values(), model_name=embeddings.model_name())
     by_tool = {row.tool_id: row for row in rows}
     known = {}
     for document in documents:
@@ -149,7 +158,7 @@ def _store_vectors(fresh: dict[str, np.ndarray], documents: dict[str, ToolDocume
     rows = [
         ToolEmbedding(
             tool_id=tool_ids[name],
-            model_name=embeddings.MODEL_NAME,
+            model_name=embeddings.model_name(),
             text_hash=text_hash(documents[name]),
             vector=np.asarray(vector, dtype="<f4").tobytes(),
             dim=int(vector.shape[0]),
@@ -170,7 +179,7 @@ def _store_example_vectors(rows: list[ToolExample], vectors: dict[str, np.ndarra
     fresh = [row for row in rows if row.text not in known and row.text in vectors]
     for row in fresh:
         vector = np.asarray(vectors[row.text], dtype="<f4")
-        row.vector, row.dim, row.model_name = vector.tobytes(), int(vector.shape[0]), embeddings.MODEL_NAME
+        row.vector, row.dim, row.model_name = vector.tobytes(), int(vector.shape[0]), embeddings.model_name()
     if fresh:
         # bulk_update sends no signal: storing a vector does not change what the index ranks.
         ToolExample.objects.bulk_update(fresh, ["vector", "dim", "model_name"])

@@ -1,6 +1,7 @@
 """Console, routing log and workflow pages: permissions on every view, live-ready markup, filters, cancel, approvals."""
 
 import datetime
+import re
 
 import pytest
 from django.utils import timezone
@@ -25,6 +26,12 @@ def test_anonymous_requests_redirect_to_login(client, url):
 def test_a_user_without_a_role_gets_403(client, django_user_model, url):
     client.force_login(django_user_model.objects.create_user("nobody", password="a-long-test-password"))
     assert client.get(url).status_code == 403
+
+
+def test_the_quality_fragment_needs_the_routing_permission_too(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("nobody", password="a-long-test-password"))
+    headers = {"HX-Request": "true", "HX-Target": "quality"}
+    assert client.get("/routing/", {"window": "7d"}, headers=headers).status_code == 403
 
 
 def test_a_viewer_sees_no_chat_form_and_cannot_post_one(client):
@@ -156,6 +163,76 @@ def test_the_routing_log_filters_keep_their_query_string_and_htmx_gets_the_table
     assert fragment.lstrip().startswith('<div id="log-table"') and "15 + 27" in fragment and "loyalty" not in fragment
     by_tool = client.get("/routing/", {"tool": "delete_rule"}).content.decode().split('id="log-table"')[1]
     assert "list loyalty rules" in by_tool and "15 + 27" not in by_tool
+
+
+def quality_section(page: str) -> str:
+    return page.split('id="quality"')[1].split("</section>")[0]
+
+
+def quality_row(section: str, label: str) -> list[str]:
+    """The cells of one row of the quality table, tags stripped."""
+    row = section.split(f'<th scope="row">{label}</th>')[1].split("</tr>")[0]
+    return [re.sub(r"<[^>]+>", "", cell).strip() for cell in row.split("</td>")[:-1]]
+
+
+def test_the_routing_page_shows_recommendation_quality_per_stage_for_the_window(client):
+    log("two", recommended=["a", "b"], called=["a"], turn_ms=100)
+    log("two, fell back", recommended=["c"], called=["c", "d"], turn_ms=100, fallback=True)
+    log("still running", recommended=["x"], called=[], turn_ms=None)  # not finished: not in precision/recall
+    log("single", recommended=["e"], called=["e"], turn_ms=100, two_stage=False)
+    last_week = log("last week", recommended=["f"], called=["g"], turn_ms=100, two_stage=False)
+    RoutingLog.objects.filter(pk=last_week.pk).update(created_at=timezone.now() - datetime.timedelta(days=3))
+    client.force_login(make_user("viewer", role="viewer"))
+
+    section = quality_section(client.get("/routing/").content.decode())
+    assert "<caption>Recommendations, last 24 hours</caption>" in section
+    assert quality_row(section, "All") == ["4", "3", "75 %", "75 %"]
+    assert quality_row(section, "Two-stage") == ["3", "2", "67 %", "67 %"]
+    assert quality_row(section, "Single-stage") == ["1", "1", "100 %", "100 %"]
+    assert "<strong>25 %</strong> of 4 analyses" in section
+    assert 'id="window-24h" href="?window=24h" aria-current="true"' in section
+
+    week = quality_section(client.get("/routing/", {"window": "7d", "domain": "loyalty"}).content.decode())
+    assert "<caption>Recommendations, last 7 days</caption>" in week
+    assert quality_row(week, "Single-stage") == ["2", "2", "50 %", "50 %"]
+    assert 'href="?window=1h&amp;domain=loyalty"' in week  # a window link keeps the filters
+
+
+def test_a_window_without_finished_turns_says_so_instead_of_zero(client):
+    log("still running", recommended=["x"], called=[], turn_ms=None)
+    client.force_login(make_user("viewer", role="viewer"))
+    section = quality_section(client.get("/routing/", {"window": "1h"}).content.decode())
+    assert quality_row(section, "All") == ["1", "0", "no finished turns in this window"]
+    assert quality_row(section, "Single-stage") == ["0", "0", "no finished turns in this window"]
+    assert "0 %" in section  # the one analysis did not fall back: a real rate, not an empty one
+    RoutingLog.objects.all().delete()
+    section = quality_section(client.get("/routing/", {"window": "30d"}).content.decode())
+    assert 'Steward fallback rate: <span class="muted">no analyses in this window</span>' in section
+    assert "%" not in section
+
+
+def test_an_invalid_window_falls_back_to_24_hours_and_the_filters_keep_the_window(client):
+    client.force_login(make_user("viewer", role="viewer"))
+    for value in ("forever", "", "24h&x"):
+        response = client.get("/routing/", {"window": value})
+        assert response.status_code == 200
+        assert "<caption>Recommendations, last 24 hours</caption>" in response.content.decode()
+    page = client.get("/routing/", {"window": "7d"}).content.decode()
+    filters = page.split('id="routing-filters"')[1].split("</form>")[0]
+    assert 'name="window" value="7d"' in filters  # filtering the log keeps the chosen window in the address
+
+
+def test_htmx_gets_the_quality_section_it_targets_and_the_filters_window_out_of_band(client):
+    log("two", recommended=["a"], called=["a"], turn_ms=100)
+    client.force_login(make_user("viewer", role="viewer"))
+    headers = {"HX-Request": "true", "HX-Target": "quality"}
+    fragment = client.get("/routing/", {"window": "7d", "q": "two"}, headers=headers).content.decode()
+    assert fragment.lstrip().startswith('<div class="filters quality-windows"') and 'id="log-table"' not in fragment
+    assert "<caption>Recommendations, last 7 days</caption>" in fragment
+    assert 'id="filters-window" hx-swap-oob="true"' in fragment and 'value="7d"' in fragment
+    assert 'href="?window=30d&amp;q=two"' in fragment
+    table = client.get("/routing/", {"window": "7d"}, headers={"HX-Request": "true"}).content.decode()
+    assert table.lstrip().startswith('<div id="log-table"') and "Recommendations" not in table
 
 
 def test_a_routing_row_opens_the_decision_bundle_denied_reasons_and_tokens(client):

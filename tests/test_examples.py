@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.steward import StewardContext, analyze
+from agents.router import StewardContext, analyze
 from agents.tool_calls import run_tool_search
 from catalog import search as catalog_search
 from catalog.bundle import build_bundle

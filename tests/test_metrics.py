@@ -8,10 +8,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from agents.metrics import percentile, routing_metrics
+from agents.metrics import DEFAULT_QUALITY_WINDOW, percentile, quality_window, routing_metrics
 from agents.models import RoutingLog
 from agents.routing_log import record_analysis, record_outcome
-from agents.steward import analyze
+from agents.router import analyze
 from catalog.demo_catalog import load_demo_catalog
 
 pytestmark = pytest.mark.django_db
@@ -42,6 +42,34 @@ def test_precision_recall_fallback_and_stages():
     assert metrics["fallback_rate"] == 0.25
     assert (metrics["two_stage"], metrics["single_stage"]) == (3, 1)
     assert (metrics["p50_analysis_ms"], metrics["p95_analysis_ms"]) == (20, 40)
+
+
+def test_precision_and_recall_per_stage_count_finished_turns_only():
+    log(["a", "b"], ["a"])  # two-stage: 1 hit of 2 recommended, 1 called
+    log(["c"], ["c", "d"], fallback=True)  # two-stage: 1 hit of 1 recommended, 2 called
+    log(["x", "y"], ["z"], turn_ms=None)  # two-stage, not finished: counted as an analysis only
+    log(["e"], ["e", "e"], two_stage=False)  # single-stage: a repeated call counts once
+    log(["f"], ["g"], two_stage=False)
+    stages = routing_metrics()["stages"]
+    assert stages["two_stage"] == {"analyses": 3, "finished_turns": 2, "precision": 2 / 3, "recall": 2 / 3}
+    assert stages["single_stage"] == {"analyses": 2, "finished_turns": 2, "precision": 1 / 2, "recall": 1 / 2}
+
+
+def test_a_stage_without_finished_turns_has_no_precision_or_recall_rather_than_zero():
+    log(["a"], ["a"], two_stage=False, turn_ms=None)
+    log([], ["b"])  # finished, nothing recommended: precision undefined, recall 0
+    metrics = routing_metrics()
+    assert metrics["stages"]["single_stage"] == {"analyses": 1, "finished_turns": 0, "precision": None, "recall": None}
+    assert (metrics["stages"]["two_stage"]["precision"], metrics["stages"]["two_stage"]["recall"]) == (None, 0)
+    empty = routing_metrics(until=timezone.now() - datetime.timedelta(days=2))
+    assert (empty["analyses"], empty["precision"], empty["fallback_rate"]) == (0, None, None)
+    assert empty["stages"]["two_stage"]["recall"] is None
+
+
+def test_an_unknown_quality_window_is_the_default():
+    assert quality_window("7d").span == datetime.timedelta(days=7)
+    assert quality_window("forever") == quality_window(None) == DEFAULT_QUALITY_WINDOW
+    assert DEFAULT_QUALITY_WINDOW.span == datetime.timedelta(hours=24)
 
 
 def test_window_excludes_older_logs():

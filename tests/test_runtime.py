@@ -5,7 +5,9 @@ import sys
 import pytest
 
 from agents import runtime
+from agents.events import TOOL_EXECUTION_PHASE
 from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
+from agents.tools import web
 from agents.turns import create_turn
 from catalog.demo_catalog import load_demo_catalog
 from catalog.mcp_sync import sync_server
@@ -69,6 +71,71 @@ def test_time_question_is_injected_silently(conversation):
     assert not any(phase == "tool" for phase, _ in statuses(turn))
     assert all("recommended_tools" not in e.payload for e in events(turn, TurnEvent.Type.STATUS))
     assert "Paris" in answer(turn)
+
+
+def test_the_tool_execution_phase_is_named_as_the_seed_names_it():
+    assert TOOL_EXECUTION_PHASE == "tool_execution"
+
+
+def test_a_tool_outside_the_status_tools_runs_without_a_status(conversation):
+    turn = run(conversation, "What is 15 + 27?")
+    assert not [e for e in events(turn, TurnEvent.Type.STATUS) if e.payload.get("tool_name") == "calculate"]
+    assert not any(phase == "tool_execution" or text.startswith("🔧 Using") for phase, text in statuses(turn))
+    # The console still sees the call and its result.
+    assert [e.payload["tool_name"] for e in events(turn, TurnEvent.Type.TOOL_CALL)] == ["calculate"]
+    assert [e.payload["tool_name"] for e in events(turn, TurnEvent.Type.TOOL_RESULT)] == ["calculate"]
+
+
+def test_a_tool_added_to_the_status_tools_announces_its_run(conversation, settings):
+    settings.TOOLHUB_STATUS_TOOLS = ("web_search", "calculate")
+    turn = run(conversation, "What is 15 + 27?")
+    (announced,) = [e for e in events(turn, TurnEvent.Type.STATUS) if e.payload.get("tool_name") == "calculate"]
+    assert (announced.phase, announced.payload["message"]) == ("tool_execution", "🔧 Using calculate")
+    assert announced.payload["arguments"] == {"expression": "15 + 27"}
+    (call,) = events(turn, TurnEvent.Type.TOOL_CALL)
+    assert announced.sequence < call.sequence
+
+
+@pytest.fixture
+def searched(conversation, scripted_model, settings, monkeypatch):
+    """Runs a turn whose model calls web_search once; SearXNG answers with no results."""
+    settings.SEARXNG_URL = "http://searxng.invalid"
+    monkeypatch.setattr(web, "_fetch", lambda url, seconds: b'{"results": []}')
+
+    def search() -> Turn:
+        scripted_model.steps = [
+            {"tool_calls": [{"name": "web_search", "arguments": {"query": "weather in Tokyo"}}]},
+            {"content": "I found nothing."},
+        ]
+        return run(conversation, "What's the weather in Tokyo?")
+
+    return search
+
+
+def search_statuses(turn) -> list[tuple[str, str]]:
+    return [(e.phase, e.payload["message"]) for e in events(turn, TurnEvent.Type.STATUS)
+            if e.payload.get("tool_name") == "web_search"]  # fmt: skip
+
+
+def test_web_search_announces_its_query_with_the_tool_execution_phase(searched):
+    turn = searched()
+    assert search_statuses(turn) == [("tool_execution", '🔍 Searching the web: "weather in Tokyo"')]
+    assert not any(text.startswith("🔧 Using") for _, text in statuses(turn))
+    assert [e.payload["tool_name"] for e in events(turn, TurnEvent.Type.TOOL_CALL)] == ["web_search"]
+
+
+def test_show_web_search_status_off_silences_the_search_status(searched, settings):
+    settings.TOOLHUB_STEWARD_OPTIONS = {**settings.TOOLHUB_STEWARD_OPTIONS, "show_web_search_status": False}
+    turn = searched()
+    assert search_statuses(turn) == []
+    assert [e.payload["tool_name"] for e in events(turn, TurnEvent.Type.TOOL_RESULT)] == ["web_search"]
+
+
+def test_web_search_left_out_of_the_status_tools_is_not_announced(searched, settings):
+    settings.TOOLHUB_STATUS_TOOLS = ("calculate",)
+    turn = searched()
+    assert search_statuses(turn) == []
+    assert [e.payload["tool_name"] for e in events(turn, TurnEvent.Type.TOOL_CALL)] == ["web_search"]
 
 
 def test_turn_records_messages_and_a_routing_log(conversation):

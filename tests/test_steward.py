@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-from agents.router import ConversationState
-from agents.steward import analyze
+from agents.router import ConversationState, analyze
 from catalog.demo_catalog import load_demo_catalog
 from tests.scripted_openai import ScriptedOpenAI
 

@@ -78,7 +78,7 @@ def test_search_emits_its_query_then_returns_trimmed_results(searxng, settings):
 
     assert statuses == [
         (
-            ("tool", '🔍 Searching the web: "toolhub release notes"'),
+            ("tool_execution", '🔍 Searching the web: "toolhub release notes"'),
             {"tool_name": "web_search", "arguments": arguments},
         )
     ]

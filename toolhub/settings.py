@@ -239,7 +239,21 @@ TOOLHUB_WEB_SEARCH_TIMEOUT = env_float("TOOLHUB_WEB_SEARCH_TIMEOUT", 10.0)
 TOOLHUB_CALCULATOR_TOOL = "calculate"
 TOOLHUB_CLOCK_TOOLS = ("get_current_time", "get_current_date")
 TOOLHUB_WEB_SEARCH_TOOL = "web_search"
-TOOLHUB_MIN_CONFIDENCE = env_float("TOOLHUB_MIN_CONFIDENCE", 0.6)
+# Tools whose execution is announced to the user as a status event (phase tool_execution); other calls are not.
+TOOLHUB_STATUS_TOOLS = tuple(env_list("TOOLHUB_STATUS_TOOLS", [TOOLHUB_WEB_SEARCH_TOOL]))
+
+
+def calibrated_min_confidence() -> float:
+    """The router's calibrated minimum (agents/router/calibration.py writes it from labelled cases)."""
+    try:
+        table = json.loads((BASE_DIR / "agents" / "router" / "calibration.json").read_text(encoding="utf-8"))
+        return float(table["min_confidence"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0.6
+
+
+# Writes need this much calibrated confidence; by default the value derived from the calibration table.
+TOOLHUB_MIN_CONFIDENCE = env_float("TOOLHUB_MIN_CONFIDENCE", calibrated_min_confidence())
 TOOLHUB_SIDE_QUERY_MAX_TOOLS = env_int("TOOLHUB_SIDE_QUERY_MAX_TOOLS", 3)
 # Schema token gate: one tool over the first is a check warning; the bundle
 # never loads more than the second (the rest stay deferred).
@@ -247,8 +261,14 @@ TOOLHUB_MAX_TOOL_SCHEMA_TOKENS = env_int("TOOLHUB_MAX_TOOL_SCHEMA_TOKENS", 1500)
 TOOLHUB_MAX_BUNDLE_SCHEMA_TOKENS = env_int("TOOLHUB_MAX_BUNDLE_SCHEMA_TOKENS", 4000)
 TOOLHUB_ARCHIVE_MAX_NAMES_PER_DOMAIN = env_int("TOOLHUB_ARCHIVE_MAX_NAMES_PER_DOMAIN", 100)
 TOOLHUB_SEARCH_TOOL = "tool_search"
-# Tool search fuses BM25 with dense MiniLM embeddings; off -> BM25 only (and the status says so).
+# Tool search and routing fuse BM25 with dense embeddings; off -> BM25 only (and the status says so).
 TOOLHUB_SEARCH_EMBEDDINGS = env_bool("TOOLHUB_SEARCH_EMBEDDINGS", True)
+# The dense model (catalog/embeddings.py): multilingual-e5-small (English and Vietnamese) or all-MiniLM-L6-v2.
+TOOLHUB_EMBEDDING_MODEL = os.environ.get("TOOLHUB_EMBEDDING_MODEL", "multilingual-e5-small")
+if TOOLHUB_EMBEDDING_MODEL not in {"multilingual-e5-small", "all-MiniLM-L6-v2"}:
+    raise ImproperlyConfigured(
+        f"TOOLHUB_EMBEDDING_MODEL={TOOLHUB_EMBEDDING_MODEL!r}: use multilingual-e5-small or all-MiniLM-L6-v2."
+    )
 # Build the search index (and load the embedding model) when a server or worker starts, not on the first request.
 TOOLHUB_WARM_START = env_bool("TOOLHUB_WARM_START", True)
 # Learning from traffic (agents/learning.py, catalog/examples.py): a good turn's request becomes an example of its tool.

@@ -20,6 +20,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
+from agents.events import TOOL_EXECUTION_PHASE
+
 DEFAULT_SEARCH_TIMEOUT = 10.0
 DEFAULT_MAX_RESULTS = 5
 MAX_RESULTS = 10
@@ -28,7 +30,6 @@ MAX_SNIPPET_CHARS = 500
 DNS_TIMEOUT = 5.0
 ADDRESS_FAMILIES = {"A": socket.AF_INET, "AAAA": socket.AF_INET6}
 RESOLVER_RECORD_TYPES = ("MX", "TXT", "CNAME", "NS")
-SEARCH_STATUS_PHASE = "tool"
 # Like the tool schema's pattern, plus "_" for names such as _dmarc.example.com.
 HOSTNAME = re.compile(r"(?=.{1,253}$)([A-Za-z0-9_-]{1,63}\.)*[A-Za-z0-9_-]{1,63}\.?")
 NOT_CONFIGURED = "Web search is not configured (set SEARXNG_URL)."
@@ -53,7 +54,8 @@ def web_search(
 ) -> dict:
     """{"query", "results": [{"title", "url", "snippet"}]} from SearXNG; raises WebSearchError.
 
-    Just before the request it emits the search status; `arguments` (the tool call's) ride along with it.
+    Just before the request it emits the search status (phase tool_execution: web_search announces itself);
+    `arguments` (the tool call's) ride along with it.
     """
     query = " ".join(str(query).split())
     if not query:
@@ -68,7 +70,7 @@ def web_search(
     url = base.rstrip("/") + "/search?" + urllib.parse.urlencode({"q": query, "format": "json"})
     if emit is not None:
         emit(
-            SEARCH_STATUS_PHASE,
+            TOOL_EXECUTION_PHASE,
             f'🔍 Searching the web: "{query}"',
             tool_name="web_search",
             arguments=arguments if arguments is not None else {"query": query, "max_results": count},

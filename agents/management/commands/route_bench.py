@@ -26,7 +26,7 @@ from agents.evaluation import (
     scaled_catalog,
     tool_documents,
 )
-from agents.steward import analyze
+from agents.router import analyze
 from catalog import embeddings
 from catalog.bundle import build_bundle
 from catalog.search_index import ToolSearchIndex

@@ -29,7 +29,7 @@ from agents.evaluation import (
     timed,
     tool_documents,
 )
-from agents.steward import analyze
+from agents.router import analyze
 from catalog import embeddings
 from catalog.search_index import ToolDocument, ToolSearchIndex
 
@@ -115,7 +115,7 @@ class Command(BaseCommand):
             "catalog": options["catalog"],
             "queries": options["queries"],
             "mode": "hybrid" if index.dense else "bm25",
-            "model": embeddings.MODEL_NAME if index.dense else None,
+            "model": embeddings.model_name() if index.dense else None,
             "bm25_weight": index.bm25_weight,
             "n_tools": len(documents),
             "n_queries": len(queries),

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.metrics import percentile
 from agents.routing_log import record_analysis
-from agents.steward import StewardContext, analyze
+from agents.router import StewardContext, analyze
 from catalog.search import prepare_search
 
 

@@ -12,5 +12,6 @@ class Command(BaseCommand):
         summary = load_demo_catalog()
         self.stdout.write(
             f"Demo catalog: {summary.tools} tools ({summary.tools_created} new), "
-            f"{summary.policies_created} policies and {summary.snippets_created} knowledge snippets created."
+            f"{summary.policies_created} policies, {summary.snippets_created} knowledge snippets "
+            f"and {summary.examples_created} tool examples created."
         )

@@ -1,11 +1,13 @@
-"""The LLM steward: an OpenAI-compatible model re-ranks the policy-allowed candidates.
+"""The LLM steward: an OpenAI-compatible model chooses among the tools policy permits for the request.
 
-It sees the query and at most `llm_max_candidates` allowed tools (names and
-one-line descriptions, pre-ranked by search) and must answer with a
-ToolRecommendation (JSON schema, structured output). On a timeout, an error,
-invalid JSON, or a tool name that was not a candidate, the rules steward's
-result stands, marked as a fallback: the user always gets an answer. It
-never widens what policy allows.
+It sees the query and at most `llm_max_candidates` permitted tools (names and
+one-line descriptions): the rules' picks first, then the search's ranking of
+everything the fused decision permits, so it can choose a tool that no phrase
+list names. It must answer with a ToolRecommendation (JSON schema, structured
+output). On a timeout, an error, invalid JSON, or a tool name that was not a
+candidate, the rules steward's result stands, marked as a fallback: the user
+always gets an answer. It never widens what policy allows; the intent and the
+silent time injection follow what it chose.
 """
 
 import json
@@ -17,6 +19,8 @@ import openai
 from django.conf import settings
 
 from catalog.bundle import allowed_names
+
+from .steward import flow_entry_tools, stand_in_for_flows, with_recommendations
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +55,8 @@ def client() -> openai.OpenAI:
 
 
 def candidates(text: str, rules, context) -> list[tuple[str, str]]:
-    """Allowed tools for the decision, the rules' picks first, then by search rank."""
-    allowed = allowed_names(rules.decision, context.entries)
+    """Permitted tools for the decision, the rules' picks first, then by search rank."""
+    allowed = set(allowed_names(rules.decision, context.entries)) | set(rules.recommended_tools)
     limit = settings.TOOLHUB_STEWARD_OPTIONS["llm_max_candidates"]
     ranked = list(rules.recommended_tools) + context.search(text, allowed, limit)
     names = [name for name in dict.fromkeys(ranked) if name in allowed][:limit]
@@ -102,10 +106,6 @@ def llm_analysis(text: str, rules, context, *, max_tools: int, mode: str):
     except StewardUnavailable as exc:
         log.warning("LLM steward unavailable, rules answer: %s", exc)
         return replace(rules, fallback=True, notes=(str(exc),), reasoning=f"{rules.reasoning} (fallback: {exc})")
-    return replace(
-        rules,
-        recommended_tools=tuple(picked),
-        requires_assistance=bool(picked),
-        reasoning=reasoning,
-        mode=mode,
-    )
+    entry_tools = flow_entry_tools(rules.decision, context.entries)
+    picked = stand_in_for_flows(picked, rules.decision, entry_tools)[:max_tools]
+    return with_recommendations(rules, picked, reasoning, mode)

@@ -1,10 +1,10 @@
-"""The router: text + conversation state -> RoutingDecision (action, domains, confidence, phase, side_query).
+"""The phrase lists: one weak signal of the router among the others (fusion.py weighs it).
 
-Every word it knows comes from data: ActionWord rows (verbs in any language),
-Domain names and aliases, and the aliases of active tool policies. An operator
-adds a word in the admin and the router knows it; there is no word list in
-this module. It never looks at tool names and never decides what is exposed
-(catalog.bundle does).
+Every word comes from data: ActionWord rows (verbs in any language), Domain
+names and aliases, and the aliases of active tool policies. An operator adds a
+word in the admin and the lexicon knows it; there is no word list in this
+module. Matching is whole words on normalised text, never substrings of tool
+names. It decides nothing on its own: a phrase only votes.
 """
 
 import re
@@ -12,11 +12,10 @@ import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from catalog.decision import RoutingDecision
 from catalog.models import Action, Domain, Operation, ToolPolicy
 from catalog.search import catalog_state
 
-from .models import ActionWord
+from ..models import ActionWord
 
 # What a tool's operation says about the action of a request that names it.
 ACTION_OF_OPERATION = {
@@ -30,22 +29,6 @@ ACTION_OF_OPERATION = {
 }
 READ_ACTIONS = frozenset({Action.ANSWER, Action.GET, Action.LIST, Action.SEARCH})
 
-# Confidence from the evidence found; the bundle compares it with TOOLHUB_MIN_CONFIDENCE.
-CONFIDENCE_NOTHING = 0.0
-CONFIDENCE_ACTION_ONLY = 0.4
-CONFIDENCE_DOMAIN_ONLY = 0.5
-CONFIDENCE_CONFLICT = 0.5
-CONFIDENCE_ACTION_AND_DOMAIN = 0.9
-CONFIDENCE_IN_WORKFLOW = 0.9
-
-
-@dataclass(frozen=True)
-class ConversationState:
-    """What the router needs to know about the conversation: its active workflow, if any."""
-
-    workflow_kind: str = ""
-    workflow_phase: str = ""
-    workflow_action: str = ""  # the action the workflow carries out, e.g. create
 
 
 @dataclass(frozen=True)
@@ -71,8 +54,8 @@ def _pattern(phrases) -> re.Pattern | None:
     return re.compile(r"(?<!\w)(?:" + "|".join(re.escape(p) for p in ordered) + r")(?!\w)")
 
 
-class Vocabulary:
-    """The router's words, compiled once per vocabulary version."""
+class Lexicon:
+    """The phrase lists, compiled once per catalog state."""
 
     def __init__(self, action_words: dict[str, str], domain_words: dict[str, set[str]], tool_words: dict):
         self.action_words = {normalize(k): v for k, v in action_words.items()}
@@ -110,7 +93,7 @@ class Vocabulary:
         return Hits(actions, domains, tuple(dict.fromkeys(tools)), first_action_at)
 
 
-def load_vocabulary() -> Vocabulary:
+def load_lexicon() -> "Lexicon":
     action_words = dict(ActionWord.objects.values_list("phrase", "action"))
     domain_words: dict[str, set[str]] = defaultdict(set)
     for domain in Domain.objects.all():
@@ -126,56 +109,20 @@ def load_vocabulary() -> Vocabulary:
         domains = tuple(sorted(domain.name for domain in policy.domains.all()))
         for alias in policy.aliases:
             tool_words[alias].append((policy.tool.name, ACTION_OF_OPERATION[policy.operation], domains))
-    return Vocabulary(action_words, domain_words, tool_words)
+    return Lexicon(action_words, domain_words, tool_words)
 
 
-_current: tuple[tuple, Vocabulary] | None = None
+_current: tuple[tuple, "Lexicon"] | None = None
 
 
-def vocabulary() -> Vocabulary:
-    """The process's vocabulary, rebuilt when the catalog state moves (ActionWord changes move it too)."""
+def lexicon() -> "Lexicon":
+    """The process's lexicon, rebuilt when the catalog state moves (ActionWord changes move it too)."""
     global _current
     state = catalog_state()
     cached = _current
     if cached is None or cached[0] != state:
-        cached = (state, load_vocabulary())
+        cached = (state, load_lexicon())
         _current = cached
     return cached[1]
 
 
-def decide(hits: Hits, state: ConversationState) -> RoutingDecision:
-    """The decision the hits support; pure, so it is tested without a database."""
-    domains = frozenset(hits.domains)
-    if hits.actions:
-        best = max(hits.actions.values())
-        leaders = [a for a, weight in hits.actions.items() if weight == best]
-        # Ties go to the action said first ("show ... then delete" is a show).
-        action = min(leaders, key=lambda a: hits.first_action_at[a])
-        conflict = len({a for a in hits.actions if a not in READ_ACTIONS}) > 1
-    else:
-        action, conflict = Action.ANSWER, False
-    if hits.actions and domains:
-        confidence = CONFIDENCE_CONFLICT if conflict else CONFIDENCE_ACTION_AND_DOMAIN
-    elif domains:
-        confidence = CONFIDENCE_DOMAIN_ONLY
-    elif hits.actions:
-        confidence = CONFIDENCE_ACTION_ONLY
-    else:
-        confidence = CONFIDENCE_NOTHING
-
-    if not state.workflow_phase:
-        return RoutingDecision(action=action, domains=domains, confidence=confidence)
-    asked_to_read = bool(hits.actions) and action in READ_ACTIONS
-    if asked_to_read:
-        # A read question inside a workflow: answer it beside the workflow.
-        return RoutingDecision(action, domains, confidence, phase=state.workflow_phase, side_query=True)
-    return RoutingDecision(
-        action=state.workflow_action or action,
-        domains=domains,
-        confidence=max(confidence, CONFIDENCE_IN_WORKFLOW),
-        phase=state.workflow_phase,
-    )
-
-
-def classify(text: str, conversation_state: ConversationState | None = None) -> RoutingDecision:
-    return decide(vocabulary().match(text), conversation_state or ConversationState())

@@ -1,0 +1,103 @@
+"""Confidence calibration: the fused raw confidence -> how often decisions that confident were right.
+
+`manage.py calibrate_routing CASES.jsonl` routes labelled cases with the
+confidence gate open (so every decision is shown as the router reads it), bins
+the raw confidences, fits a monotone map (pool-adjacent-violators over the bins)
+and writes calibration.json beside this module: the table, the map, and the
+minimum confidence derived from it, the lowest calibrated value at which the
+decisions at or above it are right at least TARGET_PRECISION of the time.
+settings.TOOLHUB_MIN_CONFIDENCE defaults to that derived value. The README's
+benchmark section prints the table.
+"""
+
+import bisect
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+TABLE_FILE = Path(__file__).with_name("calibration.json")
+BIN_EDGES = (0.0, 0.3, 0.45, 0.6, 0.7, 0.8, 0.9, 1.0001)
+TARGET_PRECISION = 0.9
+# Before any calibration the raw value stands, and writes need this much.
+UNCALIBRATED_MIN_CONFIDENCE = 0.6
+
+
+@dataclass(frozen=True)
+class Bin:
+    low: float
+    high: float
+    cases: int
+    right: int
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.right / self.cases if self.cases else None
+
+
+def fit(samples: list[tuple[float, bool]]) -> dict:
+    """The calibration table for (raw confidence, decision right) samples."""
+    bins = []
+    for low, high in zip(BIN_EDGES, BIN_EDGES[1:], strict=False):
+        inside = [right for raw, right in samples if low <= raw < high]
+        bins.append(Bin(low, min(high, 1.0), len(inside), sum(inside)))
+    # Pool adjacent violators: a higher raw confidence never maps to a lower probability.
+    blocks = [[b.right, b.cases, [i]] for i, b in enumerate(bins) if b.cases]
+    merged: list[list] = []
+    for block in blocks:
+        merged.append(block)
+        while len(merged) > 1 and merged[-2][0] / merged[-2][1] > merged[-1][0] / merged[-1][1]:
+            right, cases, members = merged.pop()
+            merged[-1][0] += right
+            merged[-1][1] += cases
+            merged[-1][2] += members
+    mapped = {}
+    for right, cases, members in merged:
+        for i in members:
+            mapped[i] = round(right / cases, 3)
+    points = [(bins[i].low, mapped[i]) for i in sorted(mapped)]
+    min_confidence = None
+    for i in sorted(mapped):
+        above = [b for b in bins[i:] if b.cases]
+        right = sum(b.right for b in above)
+        cases = sum(b.cases for b in above)
+        if cases and right / cases >= TARGET_PRECISION:
+            min_confidence = mapped[i]
+            break
+    return {
+        "target_precision": TARGET_PRECISION,
+        "bins": [
+            {"raw_from": b.low, "raw_to": b.high, "cases": b.cases, "right": b.right, "calibrated": mapped.get(i)}
+            for i, b in enumerate(bins)
+        ],
+        "points": points,
+        "min_confidence": min_confidence if min_confidence is not None else 1.0,
+        "samples": len(samples),
+    }
+
+
+@cache
+def table() -> dict | None:
+    try:
+        return json.loads(TABLE_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def calibrated(raw: float) -> float:
+    """The calibrated confidence of a raw one (the raw value while nothing is calibrated)."""
+    raw = min(max(float(raw), 0.0), 1.0)
+    fitted = table()
+    if not fitted or not fitted.get("points"):
+        return raw
+    points = fitted["points"]
+    position = bisect.bisect_right([low for low, _ in points], raw) - 1
+    return points[max(position, 0)][1]
+
+
+def derived_min_confidence() -> float:
+    """TOOLHUB_MIN_CONFIDENCE's default: from the table, else the uncalibrated default."""
+    fitted = table()
+    if not fitted:
+        return UNCALIBRATED_MIN_CONFIDENCE
+    return float(fitted["min_confidence"])

@@ -1,0 +1,162 @@
+"""Labelled example requests, ranked by meaning: the router's nearest-neighbour evidence.
+
+Two kinds of rows teach it, both operator-editable: IntentExamples (a request and
+its action and domains; "answer" with no domains marks general knowledge) and the
+approved ToolExamples of indexed tools (labelled with their tool, and through the
+tool's policy with its action and domains). A query's nearest examples vote with
+weights that fall off with their distance from the nearest one (Neighbours).
+
+Reads the catalog's tables, never writes them; it only stores the vectors of its
+own IntentExamples. With the dense model off it holds nothing and votes nothing.
+"""
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from catalog import embeddings
+from catalog.examples import stored_vector
+from catalog.models import Action, ToolExample, ToolPolicy
+from catalog.search import catalog_state
+
+from ..models import IntentExample
+from .lexicon import ACTION_OF_OPERATION
+
+# The nearest NEIGHBOURS examples vote, each with weight exp((s - s_best) / TEMPERATURE),
+# and only while s >= s_best - REACH. e5's cosines crowd into 0.75-0.95, so small gaps matter.
+NEIGHBOURS = 8
+TEMPERATURE = 0.02
+REACH = 0.08
+
+
+@dataclass(frozen=True)
+class Label:
+    action: str
+    domains: frozenset[str]
+    tool: str = ""  # "" for an IntentExample
+
+
+@dataclass
+class Neighbours:
+    """What the nearest examples say; all weights are shares of 1 (empty when there are no examples)."""
+
+    best_similarity: float = 0.0
+    answer: float = 0.0  # share of examples answered with no tool
+    actions: Counter = field(default_factory=Counter)
+    domains: Counter = field(default_factory=Counter)
+    tools: Counter = field(default_factory=Counter)
+
+    @property
+    def empty(self) -> bool:
+        return not self.actions
+
+
+class ExampleIndex:
+    """Unit vectors of labelled examples; `nearest` is one matrix-vector product."""
+
+    def __init__(self, labels: list[Label], matrix: np.ndarray, owners: list[int | None] | None = None):
+        self.labels = labels
+        self.matrix = matrix
+        self.owners = np.array([owner or 0 for owner in (owners or [None] * len(labels))], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def nearest(self, vector: np.ndarray | None, *, owner_id: int | None = None) -> Neighbours:
+        if vector is None or not len(self.labels):
+            return Neighbours()
+        similarity = self.matrix @ vector
+        hidden = self.owners != 0
+        if hidden.any():  # a learned example of one owner helps only that owner
+            similarity[hidden & (self.owners != (owner_id or -1))] = -1.0
+        count = min(NEIGHBOURS, similarity.size)
+        top = np.argpartition(-similarity, count - 1)[:count]
+        best = float(similarity[top].max())
+        top = top[similarity[top] >= best - REACH]
+        weights = np.exp((similarity[top] - best) / TEMPERATURE)
+        weights /= weights.sum()
+        found = Neighbours(best_similarity=best)
+        for position, weight in zip(top.tolist(), weights.tolist(), strict=True):
+            label = self.labels[position]
+            found.actions[label.action] += weight
+            for domain in label.domains:
+                found.domains[domain] += weight
+            if label.tool:
+                found.tools[label.tool] += weight
+            elif label.action == Action.ANSWER and not label.domains:
+                found.answer += weight
+        return found
+
+
+EMPTY = ExampleIndex([], np.zeros((0, 0), dtype=np.float32))
+
+
+def load_examples() -> ExampleIndex:
+    """Every IntentExample and every approved ToolExample of an indexed tool, with its vector."""
+    if not embeddings.dense_enabled():
+        return EMPTY
+    intents = list(IntentExample.objects.order_by("id"))
+    tool_rows = list(
+        ToolExample.objects.filter(approved=True, tool__enabled=True, tool__policy__status=ToolPolicy.Status.ACTIVE)
+        .select_related("tool__policy")
+        .prefetch_related("tool__policy__domains")
+        .only("id", "text", "owner_id", "vector", "dim", "model_name", "tool__name", "tool__policy__operation")
+        .order_by("id")
+    )
+    labels, texts, vectors, owners = [], [], [], []
+    for row in intents:
+        labels.append(Label(row.action, frozenset(row.domains or ())))
+        texts.append(row.text)
+        vectors.append(_intent_vector(row))
+        owners.append(None)
+    for row in tool_rows:
+        policy = row.tool.policy
+        domains = frozenset(domain.name for domain in policy.domains.all())
+        labels.append(Label(ACTION_OF_OPERATION[policy.operation], domains, row.tool.name))
+        texts.append(row.text)
+        vectors.append(stored_vector(row))
+        owners.append(row.owner_id)
+    missing = [i for i, vector in enumerate(vectors) if vector is None]
+    if missing:
+        fresh = embeddings.embed_texts([texts[i] for i in missing])
+        for i, vector in zip(missing, fresh, strict=True):
+            vectors[i] = vector
+        _store_intent_vectors([(intents[i], vectors[i]) for i in missing if i < len(intents)])
+    if not labels:
+        return EMPTY
+    return ExampleIndex(labels, np.vstack(vectors).astype(np.float32, copy=False), owners)
+
+
+def _intent_vector(row: IntentExample) -> np.ndarray | None:
+    if row.vector is None or row.model_name != embeddings.model_name():
+        return None
+    return np.frombuffer(bytes(row.vector), dtype="<f4")
+
+
+def _store_intent_vectors(pairs: list[tuple[IntentExample, np.ndarray]]) -> None:
+    for row, vector in pairs:
+        row.vector, row.model_name = np.asarray(vector, dtype="<f4").tobytes(), embeddings.model_name()
+    if pairs:
+        # bulk_update sends no signal: storing a vector changes no label.
+        IntentExample.objects.bulk_update([row for row, _ in pairs], ["vector", "model_name"])
+
+
+_lock = threading.Lock()
+_current: tuple[tuple, ExampleIndex] | None = None
+
+
+def example_index() -> ExampleIndex:
+    """The process's example index, rebuilt when the catalog state moves (examples move it)."""
+    global _current
+    key = (catalog_state(), embeddings.dense_enabled(), embeddings.model_key() if embeddings.dense_enabled() else "")
+    cached = _current
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    with _lock:
+        cached = _current
+        if cached is None or cached[0] != key:
+            cached = (key, load_examples())
+            _current = cached
+        return cached[1]

@@ -1,0 +1,187 @@
+"""Fusion: the signals of one request -> its RoutingDecision and a score for every candidate tool.
+
+Three signals vote, each as shares that sum to one:
+
+- neighbours (examples.py): the nearest labelled examples by meaning; the only
+  signal that knows "answered with no tool" (general knowledge);
+- ranking: the hybrid tool search over the whole catalog (dense + BM25 + tool
+  examples); the top tools' policies vote their operation (as an action) and
+  their domains; the structure of the policies, not their names;
+- lexicon (lexicon.py): phrase lists, weakest.
+
+action = argmax of the weighted votes; domains = those within DOMAIN_SHARE of the
+best domain's votes; the raw confidence is the winning action's share times the
+share of "needs a tool"; calibration.py maps it to the probability that the
+decision is right, measured on data. A request with several clauses ("list the
+campaigns and tell me the time") is split where a clause boundary is and each
+clause is routed alone (segments()); steward.py merges them.
+"""
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from catalog.decision import RoutingDecision
+from catalog.models import Action
+
+from . import calibration
+from .examples import Neighbours
+from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Hits
+
+# How much each signal weighs (sum 1). Round numbers, chosen on routing_dev (README).
+NEIGHBOUR_WEIGHT = 0.5
+RANKING_WEIGHT = 0.35
+LEXICON_WEIGHT = 0.15
+# The ranking's votes: the top RANKING_DEPTH tools, softmax of their scores at this temperature.
+RANKING_DEPTH = 8
+RANKING_TEMPERATURE = 0.03
+# A domain is the request's when its votes reach this share of the best domain's.
+DOMAIN_SHARE = 0.5
+# With examples present, a request needs no tool when their "answer" share reaches this.
+ANSWER_SHARE = 0.5
+# A write inside a workflow continues it; its confidence is the workflow's.
+CONFIDENCE_IN_WORKFLOW = 0.95
+
+
+@dataclass(frozen=True)
+class ConversationState:
+    """What the router needs to know about the conversation: its active workflow, if any."""
+
+    workflow_kind: str = ""
+    workflow_phase: str = ""
+    workflow_action: str = ""  # the action the workflow carries out, e.g. create
+
+
+@dataclass
+class Evidence:
+    """Everything known about one text (a whole request or one of its clauses)."""
+
+    text: str
+    neighbours: Neighbours
+    ranking: list[tuple[str, float]]  # (tool, hybrid score), best first, over the whole catalog
+    hits: Hits
+    operations: dict[str, str]  # tool -> operation, for the tools of the ranking
+    domains_of: dict[str, frozenset[str]]
+
+
+@dataclass
+class Routed:
+    """The fused reading of one text: its decision, whether it needs a tool, and candidate scores."""
+
+    decision: RoutingDecision
+    needs_tool: bool
+    raw_confidence: float
+    tool_scores: dict[str, float] = field(default_factory=dict)
+    actions: dict[str, float] = field(default_factory=dict)
+
+
+def _shares(counter: Counter) -> dict:
+    total = sum(value for value in counter.values() if value > 0)
+    return {key: value / total for key, value in counter.items() if value > 0} if total else {}
+
+
+def ranking_votes(evidence: Evidence) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """(tool shares, action shares, domain shares) from the top of the hybrid ranking."""
+    top = evidence.ranking[:RANKING_DEPTH]
+    if not top:
+        return {}, {}, {}
+    best = top[0][1]
+    weights = {name: math.exp((score - best) / RANKING_TEMPERATURE) for name, score in top}
+    tools = _shares(Counter(weights))
+    actions, domains = Counter(), Counter()
+    for name, share in tools.items():
+        actions[ACTION_OF_OPERATION[evidence.operations[name]]] += share
+        for domain in evidence.domains_of.get(name, ()):
+            domains[domain] += share
+    return tools, dict(actions), _shares(domains)
+
+
+def fuse(evidence: Evidence, state: ConversationState) -> Routed:
+    """The decision for one text; pure, so it is tested without a database or a model."""
+    neighbours = evidence.neighbours
+    tools, rank_actions, rank_domains = ranking_votes(evidence)
+    lex_actions, lex_domains = _shares(evidence.hits.actions), _shares(evidence.hits.domains)
+
+    weights = {"neighbours": NEIGHBOUR_WEIGHT, "ranking": RANKING_WEIGHT, "lexicon": LEXICON_WEIGHT}
+    if neighbours.empty:
+        weights["neighbours"] = 0.0
+    if not lex_actions and not lex_domains:
+        weights["lexicon"] = 0.0
+    total = sum(weights.values()) or 1.0
+    weights = {key: value / total for key, value in weights.items()}
+
+    actions: Counter = Counter()
+    for source, votes in (
+        ("neighbours", _shares(neighbours.actions)),
+        ("ranking", rank_actions),
+        ("lexicon", lex_actions),
+    ):
+        for action, share in votes.items():
+            actions[action] += weights[source] * share
+    domain_votes: Counter = Counter()
+    for source, votes in (
+        ("neighbours", _shares(neighbours.domains)),
+        ("ranking", rank_domains),
+        ("lexicon", lex_domains),
+    ):
+        for domain, share in votes.items():
+            domain_votes[domain] += weights[source] * share
+
+    # Only the examples know "no tool"; without them every request may need one.
+    answer_share = neighbours.answer if not neighbours.empty else 0.0
+    needs_tool = answer_share < ANSWER_SHARE and bool(evidence.ranking or neighbours.tools)
+    tool_actions = {a: v for a, v in actions.items() if a != Action.ANSWER}
+    if needs_tool and tool_actions:
+        action = max(tool_actions, key=lambda a: (tool_actions[a], a in READ_ACTIONS))
+        raw = tool_actions[action] / sum(tool_actions.values()) * (1.0 - answer_share)
+        best_domain = max(domain_votes.values(), default=0.0)
+        domains = frozenset(d for d, v in domain_votes.items() if v >= DOMAIN_SHARE * best_domain and v > 0)
+    else:
+        action, raw, domains, needs_tool = Action.ANSWER, answer_share, frozenset(), False
+
+    tool_scores = dict(evidence.ranking)
+    for name, share in neighbours.tools.items():
+        tool_scores[name] = tool_scores.get(name, 0.0) + NEIGHBOUR_WEIGHT * share * 0.2
+    for name in evidence.hits.tools:
+        tool_scores[name] = tool_scores.get(name, 0.0) + LEXICON_WEIGHT * 0.2
+
+    confidence = calibration.calibrated(raw)
+    decision = RoutingDecision(action=action, domains=domains, confidence=confidence)
+    if state.workflow_phase:
+        decision = in_workflow(decision, state)
+    return Routed(decision, needs_tool, raw, tool_scores, dict(actions))
+
+
+def in_workflow(decision: RoutingDecision, state: ConversationState) -> RoutingDecision:
+    """Inside a workflow a read question is a side query; anything else continues the workflow."""
+    if decision.action in READ_ACTIONS:
+        return RoutingDecision(
+            decision.action, decision.domains, decision.confidence, phase=state.workflow_phase, side_query=True
+        )
+    return RoutingDecision(
+        action=state.workflow_action or decision.action,
+        domains=decision.domains,
+        confidence=max(decision.confidence, CONFIDENCE_IN_WORKFLOW),
+        phase=state.workflow_phase,
+    )
+
+
+# Clause boundaries: a sentence end, a semicolon, or a comma/connective before a new clause.
+# The connectives are few and closed-class (and, also, then, plus; và, rồi, còn, với lại, thêm nữa).
+_BOUNDARY = re.compile(
+    r"\s*(?:[.;?!]\s+|,\s*(?:and\s+(?:also\s+)?|then\s+|also\s+|plus\s+|và\s+|rồi\s+|còn\s+)?"
+    r"|\s+(?:and\s+also|and\s+then|and|also|then|plus|và|rồi|còn|với lại|thêm nữa)\s+)",
+    re.IGNORECASE,
+)
+MAX_SEGMENTS = 3
+MIN_SEGMENT_WORDS = 2
+
+
+def segments(text: str) -> list[str]:
+    """The clauses of a request that could each be a request on its own (at most MAX_SEGMENTS)."""
+    parts = [part.strip(" ,.;?!") for part in _BOUNDARY.split(text or "")]
+    parts = [part for part in parts if len(part.split()) >= MIN_SEGMENT_WORDS]
+    if len(parts) < 2:
+        return []
+    return parts[:MAX_SEGMENTS]

@@ -1,0 +1,366 @@
+"""The steward: before the model runs, decide what the request needs and recommend 0-5 tools.
+
+Two stages: the fused RoutingDecision first (fusion.py), then the tools that
+policy allows for that decision (catalog.bundle.allowed_names), ranked by the
+same evidence. The seed's rules: arithmetic recommends the calculator; a
+recommended clock tool means the current time is injected silently; real-time
+questions reach web search because their meaning does; general knowledge
+recommends nothing. A request that starts a staged flow recommends the flow's
+first step, never the one-shot tool the flow stands in for. The LLM steward
+(llm.py) chooses among the top permitted candidates instead; any failure falls
+back to these rules: the steward never blocks an answer. It never exposes a
+tool itself (the bundle does) and never recommends one that policy denies.
+"""
+
+import datetime
+import re
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from django.conf import settings
+from django.utils import timezone
+
+from catalog import embeddings
+from catalog.bundle import allowed_names
+from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
+from catalog.models import Action
+from catalog.search import rank_catalog, search_catalog
+
+from .. import flows
+from .examples import EMPTY, ExampleIndex, example_index
+from .fusion import ConversationState, Evidence, Routed, fuse, segments
+from .lexicon import READ_ACTIONS, Hits, Lexicon, lexicon
+
+
+class Intent:
+    MATH = "math"
+    TIME = "time"
+    REALTIME = "realtime"
+    TOOLS = "tools"
+    GENERAL = "general"
+
+
+class StewardMode:
+    RULES = "rules"
+    LLM = "llm"
+    HYBRID = "hybrid"
+    OFF = "off"
+
+
+# Arithmetic written with symbols: "15 + 27", "50% of 200", "sqrt(144)", "2^10". Words are the examples' job.
+ARITHMETIC = re.compile(
+    r"\d\s*[-+*/×÷^]\s*[-(]?\s*\d"
+    r"|\d+(?:\.\d+)?\s*%\s*(?:of|của)\s*\d"
+    r"|\b(?:sqrt|cbrt|log|ln|exp|sin|cos|tan|abs|pow|round|floor|ceil)\s*\(",
+    re.IGNORECASE,
+)
+# A request longer than this is routed on its first MAX_ROUTED_CHARS (a pasted document
+# says what it wants at its start); the model still gets all of it.
+MAX_ROUTED_CHARS = 2000
+# Candidates within this much of the best permitted one are recommended too (the LLM steward sees more).
+RECOMMEND_MARGIN = 0.06
+RANKING_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class StewardContext:
+    """What the steward reads: the catalog, its search, the examples and the phrase lists."""
+
+    entries: Sequence[CatalogEntry]
+    search: Callable[[str, Collection[str], int], list[str]]
+    lexicon: Lexicon
+    rank: Callable[[str], list[tuple[str, float]]] | None = None  # (tool, score) over the whole catalog
+    examples: ExampleIndex = EMPTY
+    embed: Callable[[list[str]], np.ndarray] | None = None
+    owner_id: int | None = None
+
+    @classmethod
+    def current(cls, *, owner_id: int | None = None) -> "StewardContext":
+        """The live catalog; `owner_id`: whose learned examples may help (besides shared ones)."""
+
+        def search(query: str, allowed: Collection[str], limit: int) -> list[str]:
+            return search_catalog(query, allowed=allowed, limit=limit, owner_id=owner_id).names
+
+        def rank(query: str) -> list[tuple[str, float]]:
+            found = rank_catalog(query, limit=RANKING_LIMIT, owner_id=owner_id)
+            return list(zip(found.names, found.scores, strict=True))
+
+        dense = embeddings.dense_enabled()
+        return cls(
+            entries=current_catalog(),
+            search=search,
+            lexicon=lexicon(),
+            rank=rank,
+            examples=example_index(),
+            embed=embeddings.embed_texts if dense else None,
+            owner_id=owner_id,
+        )
+
+
+@dataclass(frozen=True)
+class StewardResult:
+    intent: str
+    decision: RoutingDecision
+    recommended_tools: tuple[str, ...]
+    reasoning: str
+    requires_assistance: bool
+    mode: str
+    latency_ms: float
+    fallback: bool = False
+    silent: bool = False  # time/date: the context is injected, no tool status is shown
+    context: str = ""  # silent enrichment for the user message
+    notes: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict:
+        return {
+            "intent": self.intent,
+            **self.decision.as_dict(),
+            "recommended_tools": list(self.recommended_tools),
+            "reasoning": self.reasoning,
+            "requires_assistance": self.requires_assistance,
+            "mode": self.mode,
+            "fallback": self.fallback,
+            "latency_ms": round(self.latency_ms, 3),
+        }
+
+
+def options() -> dict:
+    return settings.TOOLHUB_STEWARD_OPTIONS
+
+
+def current_time_context(now: datetime.datetime | None = None) -> str:
+    now = timezone.localtime(now or timezone.now())
+    return f"Current date and time: {now:%A, %Y-%m-%d %H:%M} ({now.tzname()})."
+
+
+def routable_text(text) -> str:
+    """The part of a request the router reads: printable text, at most MAX_ROUTED_CHARS."""
+    text = str(text or "")[:MAX_ROUTED_CHARS]
+    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate cannot be embedded
+    return " ".join(text.split())
+
+
+def gather(texts: list[str], context: StewardContext) -> list[Evidence]:
+    """The evidence of each text: its nearest examples, its rank over the catalog, its phrases."""
+    by_name = {entry.name: entry for entry in context.entries}
+    vectors = context.embed(texts) if context.embed is not None and len(context.examples) else None
+    found = []
+    for position, text in enumerate(texts):
+        ranking = context.rank(text) if context.rank is not None else []
+        ranking = [(name, score) for name, score in ranking if _policy(by_name.get(name)) is not None]
+        vector = vectors[position] if vectors is not None else None
+        found.append(
+            Evidence(
+                text=text,
+                neighbours=context.examples.nearest(vector, owner_id=context.owner_id),
+                ranking=ranking,
+                hits=context.lexicon.match(text),
+                operations={name: by_name[name].policy.operation for name, _ in ranking},
+                domains_of={name: by_name[name].policy.domains for name, _ in ranking},
+            )
+        )
+    return found
+
+
+def _policy(entry: CatalogEntry | None):
+    return entry.policy if entry is not None else None
+
+
+def route(text: str, state: ConversationState, context: StewardContext) -> tuple[Routed, list[Routed]]:
+    """The whole request's reading, and one per clause when it has several."""
+    clauses = segments(text) if not state.workflow_phase else []
+    evidence = gather([text, *clauses], context)
+    whole = fuse(evidence[0], state)
+    parts = [fuse(item, state) for item in evidence[1:]]
+    if parts:
+        whole = merge(whole, parts)
+    return whole, parts
+
+
+def merge(whole: Routed, parts: list[Routed]) -> Routed:
+    """A multi-clause request: the clauses' domains together; a confident write clause leads."""
+    needing = [part for part in parts if part.needs_tool]
+    if not needing:
+        return whole
+    writes = [part for part in needing if part.decision.action not in READ_ACTIONS]
+    lead = max(writes, key=lambda p: p.decision.confidence) if writes else whole if whole.needs_tool else needing[0]
+    domains = frozenset().union(*(part.decision.domains for part in needing)) | (
+        whole.decision.domains if whole.needs_tool else frozenset()
+    )
+    decision = replace(lead.decision, domains=domains)
+    return Routed(decision, True, lead.raw_confidence, whole.tool_scores, whole.actions)
+
+
+def recommend(
+    routed: Routed, parts: list[Routed], text: str, context: StewardContext, *, max_tools: int
+) -> tuple[list[str], list[str]]:
+    """(recommended tools, reasons): the best permitted candidates of the request and of each clause."""
+    decision = routed.decision
+    allowed = set(allowed_names(decision, context.entries))
+    picks: list[str] = []
+    reasons: list[str] = []
+    calculator = settings.TOOLHUB_CALCULATOR_TOOL
+    if ARITHMETIC.search(text) and calculator in allowed:
+        picks.append(calculator)
+        reasons.append("arithmetic recommends the calculator")
+    entry_tools = flow_entry_tools(decision, context.entries)
+    candidates = allowed | set(entry_tools)
+    if routed.needs_tool:
+        picks += best_candidates(routed, candidates, decision)
+    for part in parts:
+        if part.needs_tool:
+            picks += best_candidates(part, candidates, decision)[:1]
+    picks = stand_in_for_flows(list(dict.fromkeys(picks)), decision, entry_tools)
+    if picks and len(picks) > len(reasons):
+        reasons.append(f"ranked among the {len(allowed)} tools policy allows for a {decision.action} request")
+    return picks[:max_tools], reasons
+
+
+def best_candidates(routed: Routed, candidates: set[str], decision: RoutingDecision) -> list[str]:
+    """The permitted tools within RECOMMEND_MARGIN of the best; a write request puts its writes first."""
+    scored = sorted(
+        ((score, name) for name, score in routed.tool_scores.items() if name in candidates),
+        key=lambda item: (-item[0], item[1]),
+    )
+    if not scored:
+        return []
+    best = scored[0][0]
+    return [name for score, name in scored if score >= best - RECOMMEND_MARGIN]
+
+
+def flow_entry_tools(decision: RoutingDecision, entries: Sequence[CatalogEntry]) -> dict[str, object]:
+    """The first-step tools of the staged flows this decision could start (flows.flow_to_start's rule)."""
+    if decision.phase or decision.action != Action.CREATE or decision.confidence < settings.TOOLHUB_MIN_CONFIDENCE:
+        return {}
+    found = {}
+    for flow in flows.configured_flows():
+        first = flow.phases[0]
+        for entry in entries:
+            policy = entry.policy
+            if entry.enabled and policy is not None and policy.status == "active" and policy.workflow_phases == (first,):
+                if entry.name in flow.starts_for and policy.domains & decision.domains:
+                    found[entry.name] = flow
+    return found
+
+
+def stand_in_for_flows(picks: list[str], decision: RoutingDecision, entry_tools: dict) -> list[str]:
+    """A flow stands in for its one-shot tools: recommend its first step instead, never both."""
+    flows_hit = {flow for name, flow in entry_tools.items() if flow.starts_for & set(picks)}
+    if not flows_hit:
+        return [name for name in picks if name not in entry_tools]
+    replaced = {name for flow in flows_hit for name in flow.starts_for}
+    first_steps = [name for name, flow in entry_tools.items() if flow in flows_hit]
+    return list(dict.fromkeys(first_steps + [name for name in picks if name not in replaced]))
+
+
+def classify(recommended: Sequence[str]) -> tuple[str, bool, str, str]:
+    """(intent, silent, injected context, reason) from what is recommended."""
+    if not recommended:
+        return Intent.GENERAL, False, "", "general knowledge: no tool needed"
+    first = recommended[0]
+    if first == settings.TOOLHUB_CALCULATOR_TOOL:
+        return Intent.MATH, False, "", ""
+    if any(name in settings.TOOLHUB_CLOCK_TOOLS for name in recommended):
+        intent = Intent.TIME if first in settings.TOOLHUB_CLOCK_TOOLS else Intent.TOOLS
+        return intent, True, current_time_context(), "a date/time question: the current time is injected"
+    if first == settings.TOOLHUB_WEB_SEARCH_TOOL:
+        return Intent.REALTIME, False, "", "a real-time question recommends web search"
+    return Intent.TOOLS, False, "", ""
+
+
+def with_recommendations(result: "StewardResult", recommended: Sequence[str], reasoning: str, mode: str):
+    """The result with new recommendations; intent and the silent time injection follow them."""
+    intent, silent, injected, _ = classify(recommended)
+    return replace(
+        result,
+        recommended_tools=tuple(recommended),
+        requires_assistance=bool(recommended),
+        intent=intent,
+        silent=silent,
+        context=injected,
+        reasoning=reasoning,
+        mode=mode,
+    )
+
+
+def rules_analysis(
+    text: str,
+    state: ConversationState,
+    context: StewardContext,
+    *,
+    max_tools: int,
+    min_tools: int,
+) -> StewardResult:
+    """The rules steward: deterministic, no network; the fallback of every other mode."""
+    started = time.perf_counter()
+    text = routable_text(text)
+    if not text:
+        decision = RoutingDecision(phase=state.workflow_phase, side_query=bool(state.workflow_phase))
+        result = StewardResult(Intent.GENERAL, decision, (), "", False, StewardMode.RULES, 0.0)
+        return with_recommendations(result, (), "an empty request: nothing to route", StewardMode.RULES)
+    routed, parts = route(text, state, context)
+    picks, reasons = recommend(routed, parts, text, context, max_tools=max_tools)
+    if len(picks) < min_tools:
+        allowed = allowed_names(routed.decision, context.entries)
+        found = [name for name in context.search(text, allowed, min_tools + len(picks)) if name not in picks]
+        picks += found[: min_tools - len(picks)]
+        if found:
+            reasons.append(f"search over the {len(allowed)} tools policy allows")
+    intent, silent, injected, reason = classify(picks)
+    if reason:
+        reasons.append(reason)
+    return StewardResult(
+        intent=intent,
+        decision=routed.decision,
+        recommended_tools=tuple(picks[:max_tools] if max_tools >= min_tools else picks),
+        reasoning="; ".join(reasons),
+        requires_assistance=bool(picks),
+        mode=StewardMode.RULES,
+        latency_ms=(time.perf_counter() - started) * 1000,
+        silent=silent,
+        context=injected,
+    )
+
+
+def analyze(
+    text: str,
+    state: ConversationState | None = None,
+    *,
+    context: StewardContext | None = None,
+    mode: str | None = None,
+    max_tools: int | None = None,
+    min_tools: int | None = None,
+) -> StewardResult:
+    """Analyze one request. Never raises for a steward failure: the rules answer instead."""
+    from .llm import llm_analysis  # the LLM path needs the openai client; rules do not
+
+    started = time.perf_counter()
+    state = state or ConversationState()
+    context = context or StewardContext.current()
+    mode = mode or settings.TOOLHUB_STEWARD
+    max_tools = options()["max_recommended_tools"] if max_tools is None else max_tools
+    min_tools = options()["min_recommended_tools"] if min_tools is None else min(min_tools, max_tools)
+    rules = rules_analysis(text, state, context, max_tools=max_tools, min_tools=min_tools)
+    result = rules
+    use_llm = mode == StewardMode.LLM or (
+        mode == StewardMode.HYBRID and rules.decision.confidence < settings.TOOLHUB_MIN_CONFIDENCE
+    )
+    if use_llm and routable_text(text):
+        result = llm_analysis(routable_text(text), rules, context, max_tools=max_tools, mode=mode)
+    return replace(result, latency_ms=(time.perf_counter() - started) * 1000)
+
+
+__all__ = [
+    "ARITHMETIC",
+    "ConversationState",
+    "Hits",
+    "Intent",
+    "StewardContext",
+    "StewardMode",
+    "StewardResult",
+    "analyze",
+    "current_time_context",
+]
