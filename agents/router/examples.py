@@ -24,11 +24,16 @@ from catalog.search import catalog_state
 from ..models import IntentExample
 from .lexicon import ACTION_OF_OPERATION
 
+# With at least this many examples their mean vector is taken out of every vector before
+# comparing: e5's vectors share a large common part ("a short question") that otherwise
+# makes every short question look alike (nearest-example accuracy on routing_dev 0.76/0.71
+# en/vi raw, 0.80/0.76 centred).
+CENTRE_FROM = 50
 # The nearest NEIGHBOURS examples vote, each with weight exp((s - s_best) / TEMPERATURE),
 # and only while s >= s_best - REACH. e5's cosines crowd into 0.75-0.95, so small gaps matter.
 NEIGHBOURS = 8
-TEMPERATURE = 0.02
-REACH = 0.08
+TEMPERATURE = 0.05
+REACH = 0.2
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,8 @@ class ExampleIndex:
 
     def __init__(self, labels: list[Label], matrix: np.ndarray, owners: list[int | None] | None = None):
         self.labels = labels
-        self.matrix = matrix
+        self.centre = matrix.mean(axis=0) if len(labels) >= CENTRE_FROM else None
+        self.matrix = _unit(matrix - self.centre) if self.centre is not None else matrix
         self.owners = np.array([owner or 0 for owner in (owners or [None] * len(labels))], dtype=np.int64)
 
     def __len__(self) -> int:
@@ -67,6 +73,8 @@ class ExampleIndex:
     def nearest(self, vector: np.ndarray | None, *, owner_id: int | None = None) -> Neighbours:
         if vector is None or not len(self.labels):
             return Neighbours()
+        if self.centre is not None:
+            vector = _unit(vector - self.centre)
         similarity = self.matrix @ vector
         hidden = self.owners != 0
         if hidden.any():  # a learned example of one owner helps only that owner
@@ -88,6 +96,11 @@ class ExampleIndex:
             elif label.action == Action.ANSWER and not label.domains:
                 found.answer += weight
         return found
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-9)).astype(np.float32, copy=False)
 
 
 EMPTY = ExampleIndex([], np.zeros((0, 0), dtype=np.float32))

@@ -167,11 +167,12 @@ def in_workflow(decision: RoutingDecision, state: ConversationState) -> RoutingD
     )
 
 
-# Clause boundaries: a sentence end, a semicolon, or a comma/connective before a new clause.
-# The connectives are few and closed-class (and, also, then, plus; và, rồi, còn, với lại, thêm nữa).
+# Clause boundaries: a sentence end, a semicolon, or a connective between clauses (a bare
+# comma is not one: "189k, add 10% VAT, total?" is one request). The connectives are a few
+# closed-class words (and, also, then, plus; và, rồi, còn, với lại, thêm nữa).
 _BOUNDARY = re.compile(
-    r"\s*(?:[.;?!]\s+|,\s*(?:and\s+(?:also\s+)?|then\s+|also\s+|plus\s+|và\s+|rồi\s+|còn\s+)?"
-    r"|\s+(?:and\s+also|and\s+then|and|also|then|plus|và|rồi|còn|với lại|thêm nữa)\s+)",
+    r"\s*[.;?!]\s+"
+    r"|\s*,?\s+(?:and\s+also|and\s+then|and|also|then|plus|và|rồi|còn|với lại|thêm nữa)\s+",
     re.IGNORECASE,
 )
 MAX_SEGMENTS = 3

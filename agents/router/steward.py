@@ -31,7 +31,7 @@ from catalog.search import rank_catalog, search_catalog
 from .. import flows
 from .examples import EMPTY, ExampleIndex, example_index
 from .fusion import ConversationState, Evidence, Routed, fuse, segments
-from .lexicon import READ_ACTIONS, Hits, Lexicon, lexicon
+from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Hits, Lexicon, lexicon
 
 
 class Intent:
@@ -59,8 +59,10 @@ ARITHMETIC = re.compile(
 # A request longer than this is routed on its first MAX_ROUTED_CHARS (a pasted document
 # says what it wants at its start); the model still gets all of it.
 MAX_ROUTED_CHARS = 2000
-# Candidates within this much of the best permitted one are recommended too (the LLM steward sees more).
-RECOMMEND_MARGIN = 0.06
+# Up to RECOMMEND_PER_INTENT permitted candidates within RECOMMEND_MARGIN of the best are
+# recommended for one intent (the model picks among them; the LLM steward sees more).
+RECOMMEND_PER_INTENT = 3
+RECOMMEND_MARGIN = 0.25
 RANKING_LIMIT = 20
 
 
@@ -181,15 +183,17 @@ def route(text: str, state: ConversationState, context: StewardContext) -> tuple
 
 
 def merge(whole: Routed, parts: list[Routed]) -> Routed:
-    """A multi-clause request: the clauses' domains together; a confident write clause leads."""
+    """A multi-clause request: the clauses' domains join the whole's; a confident write clause
+    leads only when the whole request reads as a read."""
     needing = [part for part in parts if part.needs_tool]
     if not needing:
         return whole
-    writes = [part for part in needing if part.decision.action not in READ_ACTIONS]
-    lead = max(writes, key=lambda p: p.decision.confidence) if writes else whole if whole.needs_tool else needing[0]
-    domains = frozenset().union(*(part.decision.domains for part in needing)) | (
-        whole.decision.domains if whole.needs_tool else frozenset()
-    )
+    lead = whole
+    if whole.decision.action in READ_ACTIONS:
+        writes = [part for part in needing if part.decision.action not in READ_ACTIONS]
+        if writes:
+            lead = max(writes, key=lambda p: p.decision.confidence)
+    domains = frozenset().union(*(part.decision.domains for part in needing)) | lead.decision.domains
     decision = replace(lead.decision, domains=domains)
     return Routed(decision, True, lead.raw_confidence, whole.tool_scores, whole.actions)
 
@@ -208,19 +212,20 @@ def recommend(
         reasons.append("arithmetic recommends the calculator")
     entry_tools = flow_entry_tools(decision, context.entries)
     candidates = allowed | set(entry_tools)
+    by_name = {entry.name: entry for entry in context.entries}
     if routed.needs_tool:
-        picks += best_candidates(routed, candidates, decision)
+        picks += best_candidates(routed, candidates, by_name)
     for part in parts:
         if part.needs_tool:
-            picks += best_candidates(part, candidates, decision)[:1]
+            picks += best_candidates(part, candidates, by_name)[:1]
     picks = stand_in_for_flows(list(dict.fromkeys(picks)), decision, entry_tools)
     if picks and len(picks) > len(reasons):
         reasons.append(f"ranked among the {len(allowed)} tools policy allows for a {decision.action} request")
     return picks[:max_tools], reasons
 
 
-def best_candidates(routed: Routed, candidates: set[str], decision: RoutingDecision) -> list[str]:
-    """The permitted tools within RECOMMEND_MARGIN of the best; a write request puts its writes first."""
+def best_candidates(routed: Routed, candidates: set[str], entries_by_name: dict) -> list[str]:
+    """The permitted tools within RECOMMEND_MARGIN of the best; a write request's best write comes first."""
     scored = sorted(
         ((score, name) for name, score in routed.tool_scores.items() if name in candidates),
         key=lambda item: (-item[0], item[1]),
@@ -228,7 +233,13 @@ def best_candidates(routed: Routed, candidates: set[str], decision: RoutingDecis
     if not scored:
         return []
     best = scored[0][0]
-    return [name for score, name in scored if score >= best - RECOMMEND_MARGIN]
+    picks = [name for score, name in scored if score >= best - RECOMMEND_MARGIN][:RECOMMEND_PER_INTENT]
+    action = routed.decision.action
+    if action not in READ_ACTIONS:
+        writes = [name for _, name in scored if ACTION_OF_OPERATION.get(entries_by_name[name].policy.operation) == action]
+        if writes:
+            picks = [writes[0], *(name for name in picks if name != writes[0])][:RECOMMEND_PER_INTENT]
+    return picks
 
 
 def flow_entry_tools(decision: RoutingDecision, entries: Sequence[CatalogEntry]) -> dict[str, object]:
@@ -315,7 +326,7 @@ def rules_analysis(
     return StewardResult(
         intent=intent,
         decision=routed.decision,
-        recommended_tools=tuple(picks[:max_tools] if max_tools >= min_tools else picks),
+        recommended_tools=tuple(picks[:max_tools]),
         reasoning="; ".join(reasons),
         requires_assistance=bool(picks),
         mode=StewardMode.RULES,
