@@ -324,3 +324,66 @@ def bench_context(tools: list[dict], index: ToolSearchIndex, search=None) -> Ste
         search=search or (lambda query, allowed, limit: index.search(query, allowed=allowed, limit=limit).names),
         lexicon=Lexicon({}, {}, {}),
     )
+
+
+# --- routing cases (routing_dev.jsonl's format) ------------------------------------
+
+# Tools whose first name word is one of these write (the bench's score_routing.py uses the same list).
+WRITE_WORDS = frozenset(
+    "create update delete set award deduct adjust transfer issue void redeem activate deactivate pause archive "
+    "clone enroll merge purge restart start stop upgrade downgrade expire restock submit bulk".split()
+)
+
+
+def case_failures(expect: dict, recommended: Sequence[str], action: str, domains: Collection[str]) -> list[str]:
+    """Why a routing case fails (empty: it passes); the keys mean what score_routing.py's docstring says."""
+    recommended, domains, why = list(recommended), set(domains), []
+    if "includes" in expect and not all(t in recommended for t in expect["includes"]):
+        why.append("missing " + ",".join(t for t in expect["includes"] if t not in recommended))
+    if "includes_any" in expect and not any(t in recommended for t in expect["includes_any"]):
+        why.append("none of " + ",".join(expect["includes_any"]))
+    if "also_any" in expect and not any(t in recommended for t in expect["also_any"]):
+        why.append("second intent: none of " + ",".join(expect["also_any"]))
+    if "excludes" in expect and any(t in recommended for t in expect["excludes"]):
+        why.append("recommends excluded " + ",".join(t for t in expect["excludes"] if t in recommended))
+    if expect.get("empty") and recommended:
+        why.append("expected no tools")
+    if expect.get("no_write") and any(t.split("_")[0] in WRITE_WORDS for t in recommended):
+        why.append("recommends a write")
+    if "domains_include" in expect and not set(expect["domains_include"]) <= domains:
+        why.append("domains lack " + ",".join(expect["domains_include"]))
+    if "domains_any" in expect and not set(expect["domains_any"]) & domains:
+        why.append("domains lack any of " + ",".join(expect["domains_any"]))
+    if "action" in expect and str(action).lower() != expect["action"]:
+        why.append(f"action {action} != {expect['action']}")
+    return why
+
+
+def expects_write(expect: dict) -> bool:
+    """Whether a routing case wants a write tool (a read case and a no-tool case do not)."""
+    wanted = list(expect.get("includes", ())) + list(expect.get("includes_any", ()))
+    return any(name.split("_")[0] in WRITE_WORDS for name in wanted)
+
+
+def case_category(expect: dict) -> str:
+    """A routing case's category, read from what it expects (for per-category figures)."""
+    wanted = set(expect.get("includes", ())) | set(expect.get("includes_any", ()))
+    if "also_any" in expect:
+        return "multi-intent"
+    if expect.get("empty"):
+        return "general knowledge"
+    if "excludes" in expect and not wanted:
+        return "never exposed"
+    if "create_rule_draft" in wanted:
+        return "rule creation"
+    if wanted == {"calculate"}:
+        return "arithmetic"
+    if wanted & {"get_current_time", "get_current_date"}:
+        return "date and time"
+    if wanted == {"web_search"}:
+        return "real-time"
+    if expect.get("no_write") and not wanted:
+        return "vague"
+    if "domains_any" in expect:
+        return "loyalty read" if expect.get("no_write") else "loyalty write"
+    return "infrastructure"

@@ -22,9 +22,8 @@ from .budget import token_budget
 from .events import TOOL_EXECUTION_PHASE, emit
 from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
 from .providers import ToolCall, TurnHints, get_provider
-
-from .routing_log import record_analysis, record_outcome
 from .router import ConversationState, Intent, StewardContext, StewardResult, analyze, current_time_context
+from .routing_log import record_analysis, record_outcome
 from .tool_calls import CallOutcome, execute
 from .workflows import WorkflowError
 
@@ -140,7 +139,8 @@ class TurnRun:
             self.announce(bundle)
         analysis = self.analysis
         self.called = list(self.routing.called)
-        knowledge = select_snippets(analysis.decision, budget_tokens=profile.reserved_result_tokens // 2)
+        knowledge = select_snippets(analysis.decision, text=user_text,
+                                    budget_tokens=profile.reserved_result_tokens // 2)  # fmt: skip
         if knowledge and not resuming:
             used = [{"key": k["key"], "version": k["version"], "stale": k["stale"]} for k in knowledge]
             RoutingLog.objects.filter(pk=self.routing.pk).update(knowledge=used)

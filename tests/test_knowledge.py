@@ -1,4 +1,4 @@
-"""Knowledge registry: selection by domain, action and budget; newest version only; staleness; reviews."""
+"""Knowledge registry: selection by domain, relevance to the request and budget; newest version only; staleness."""
 
 import datetime
 
@@ -9,6 +9,7 @@ from agents import runtime
 from agents.models import Conversation, RoutingLog
 from agents.turns import create_turn
 from catalog.decision import RoutingDecision
+from catalog import embeddings
 from catalog.demo_catalog import load_demo_catalog
 from catalog.knowledge import current_snippets, mark_reviewed, revise_snippet, select_snippets, snippet_diff
 from catalog.models import Domain, KnowledgeSnippet
@@ -33,20 +34,24 @@ def decision(action="create", domains=("loyalty",)):
 
 
 def test_selection_respects_domain_and_puts_the_action_first():
-    snippet("Create rules", action="create")
-    snippet("General rules", action="answer")
-    snippet("Delete rules", action="delete")
-    snippet("Web rules", domain="web", action="create")
-    titles = [s["title"] for s in select_snippets(decision(), budget_tokens=1000, today=TODAY)]
-    assert titles[0] == "Create rules" and "Web rules" not in titles
-    assert titles.index("General rules") < titles.index("Delete rules")
-    assert select_snippets(decision(domains=()), budget_tokens=1000) == []
+    # The same words under every action: only the action tells them apart.
+    snippet("Rules", key="create-rules", action="create")
+    snippet("Rules", key="general-rules", action="answer")
+    snippet("Rules", key="delete-rules", action="delete")
+    snippet("Rules", key="web-rules", domain="web", action="create")
+    request = "Which rules apply to a new earning rule?"
+    keys = [s["key"] for s in select_snippets(decision(), text=request, budget_tokens=1000, today=TODAY)]
+    # The action's own snippet first, then general knowledge; another action's (no closer to the request) is left out.
+    assert keys == ["create-rules", "general-rules"]
+    assert select_snippets(decision(domains=()), text=request, budget_tokens=1000) == []
+    assert select_snippets(decision(), text="  ", budget_tokens=1000) == []
 
 
 def test_selection_stays_within_the_token_budget():
     for index in range(5):
-        snippet(f"Rule {index}", text="word " * 40)
-    chosen = select_snippets(decision(), budget_tokens=120, today=TODAY)
+        snippet("Rule", key=f"rule-{index}", text="word " * 40)
+    assert len(select_snippets(decision(), text="word", budget_tokens=10_000, today=TODAY)) == 5
+    chosen = select_snippets(decision(), text="word", budget_tokens=120, today=TODAY)
     cost = sum(count_tokens(f"- {s['title']}: {s['text']} (source: {s['source']})") for s in chosen)
     assert 1 <= len(chosen) < 5 and cost <= 120
 
@@ -57,7 +62,8 @@ def test_only_the_newest_version_is_selected_and_the_old_one_is_kept():
     assert (revised.version, revised.key) == (2, first.key)
     assert KnowledgeSnippet.objects.filter(key=first.key).count() == 2
     assert KnowledgeSnippet.objects.get(pk=first.pk).text == "Gold at 1000 points."
-    (selected,) = select_snippets(decision(), budget_tokens=1000, today=TODAY)
+    request = "How many points does Gold need?"
+    (selected,) = select_snippets(decision(), text=request, budget_tokens=1000, today=TODAY)
     assert (selected["text"], selected["version"]) == ("Gold at 1200 points.", 2)
     assert list(current_snippets().values_list("pk", flat=True)) == [revised.pk]
     diff = snippet_diff(first, revised)
@@ -75,7 +81,8 @@ def test_staleness_follows_the_date():
     overdue = snippet("Overdue", days_ago=91, interval=90)
     assert not fresh.is_stale(TODAY) and not due_today.is_stale(TODAY) and overdue.is_stale(TODAY)
     assert [s.title for s in stale_snippets(TODAY)] == ["Overdue"]
-    flags = {s["title"]: s["stale"] for s in select_snippets(decision(), budget_tokens=1000, today=TODAY)}
+    chosen = select_snippets(decision(), text="Tell me about the rule", budget_tokens=1000, today=TODAY)
+    flags = {s["title"]: s["stale"] for s in chosen}
     assert flags == {"Fresh": False, "Due today": False, "Overdue": True}
 
 
@@ -97,3 +104,65 @@ def test_a_turn_flags_stale_knowledge_in_its_routing_log():
     runtime.run_turn(turn.id)
     log = RoutingLog.objects.get(turn=turn)
     assert log.knowledge and all(item["stale"] for item in log.knowledge)
+
+
+# The demo snippets (catalog/demo/knowledge.py), the real dense model, requests written for these tests.
+POINTS = "Points earning and expiry policy"
+ERASURE = "Erasure requests"
+MEMBERS = ("loyalty", "members")
+
+
+def demo_titles(text, action, domains, budget_tokens=1000):
+    return [s["title"] for s in select_snippets(decision(action, domains), text=text, budget_tokens=budget_tokens)]
+
+
+@pytest.fixture
+def demo_knowledge():
+    load_demo_catalog()
+
+
+def test_a_points_question_gets_the_points_policy_not_the_erasure_runbook(demo_knowledge):
+    titles = demo_titles("How many points does M-100 have", "get", MEMBERS)
+    assert POINTS in titles and ERASURE not in titles
+
+
+def test_a_deletion_request_gets_the_erasure_runbook(demo_knowledge):
+    titles = demo_titles("Please erase member M-100, they filed a GDPR deletion request", "delete", ("members",))
+    assert titles[0] == ERASURE
+
+
+def test_a_vietnamese_request_gets_the_relevant_snippet(demo_knowledge):
+    points = demo_titles("Hội viên M-100 có bao nhiêu điểm?", "get", MEMBERS)
+    assert POINTS in points and ERASURE not in points
+    deletion = demo_titles("Xóa hội viên M-100 theo yêu cầu xóa dữ liệu cá nhân", "delete", ("members",))
+    assert deletion[0] == ERASURE
+    expiry = demo_titles("Điểm tích lũy của tôi bao lâu thì hết hạn?", "answer", ("loyalty",))
+    assert expiry == [POINTS]
+
+
+def test_the_request_can_pull_in_a_snippet_of_another_action(demo_knowledge):
+    # Routed as a question (answer), but it asks how a deletion is done.
+    titles = demo_titles("How do I delete a member who asked to be forgotten?", "answer", ("members",))
+    assert titles[0] == ERASURE
+
+
+def test_with_embeddings_off_selection_falls_back_to_shared_words(demo_knowledge, settings, monkeypatch):
+    settings.TOOLHUB_SEARCH_EMBEDDINGS = False
+
+    def no_dense_model(texts):
+        raise AssertionError("the dense model is off")
+
+    monkeypatch.setattr(embeddings, "embed_texts", no_dense_model)
+    titles = demo_titles("How many points does M-100 have", "get", MEMBERS)
+    assert POINTS in titles and ERASURE not in titles
+    assert (
+        demo_titles("Please erase member M-100, they filed a GDPR deletion request", "delete", ("members",))[0]
+        == ERASURE
+    )
+
+
+def test_the_request_is_embedded_once_beside_the_candidates(counted_embedder):
+    snippet("Create rules", action="create", text="Pick a formula type first.")
+    snippet("Web rules", domain="web", action="create")
+    select_snippets(decision(), text="new rule", budget_tokens=1000, today=TODAY)
+    assert counted_embedder == [["new rule", "Create rules: Pick a formula type first."]]

@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from agents.metrics import DEFAULT_QUALITY_WINDOW, percentile, quality_window, routing_metrics
 from agents.models import RoutingLog
-from agents.routing_log import record_analysis, record_outcome
 from agents.router import analyze
+from agents.routing_log import record_analysis, record_outcome
 from catalog.demo_catalog import load_demo_catalog
 
 pytestmark = pytest.mark.django_db

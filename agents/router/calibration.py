@@ -1,17 +1,20 @@
 """Confidence calibration: the fused raw confidence -> how often decisions that confident were right.
 
-`manage.py calibrate_routing CASES.jsonl` routes labelled cases with the
-confidence gate open (so every decision is shown as the router reads it), bins
+`manage.py route_cases CASES.jsonl --calibrate` routes labelled cases with the
+confidence gate open (so every decision is shown as the router read it), bins
 the raw confidences, fits a monotone map (pool-adjacent-violators over the bins)
 and writes calibration.json beside this module: the table, the map, and the
-minimum confidence derived from it, the lowest calibrated value at which the
-decisions at or above it are right at least TARGET_PRECISION of the time.
-settings.TOOLHUB_MIN_CONFIDENCE defaults to that derived value. The README's
-benchmark section prints the table.
+minimum confidence derived from it. A decision is right when its case passes and
+it reads or writes as the case expects. The gate only matters for writes, so the
+minimum is the calibrated value of the lowest bin from which the write decisions
+are right at least TARGET_PRECISION of the time. settings.TOOLHUB_MIN_CONFIDENCE
+defaults to that value. The README's benchmark section prints the table.
 """
 
 import bisect
+import contextlib
 import json
+import threading
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -35,12 +38,14 @@ class Bin:
         return self.right / self.cases if self.cases else None
 
 
-def fit(samples: list[tuple[float, bool]]) -> dict:
-    """The calibration table for (raw confidence, decision right) samples."""
-    bins = []
+def fit(samples: list[tuple[float, bool, bool]]) -> dict:
+    """The calibration table for (raw confidence, decision right, decision writes) samples."""
+    bins, write_bins = [], []
     for low, high in zip(BIN_EDGES, BIN_EDGES[1:], strict=False):
-        inside = [right for raw, right in samples if low <= raw < high]
-        bins.append(Bin(low, min(high, 1.0), len(inside), sum(inside)))
+        inside = [(right, writes) for raw, right, writes in samples if low <= raw < high]
+        bins.append(Bin(low, min(high, 1.0), len(inside), sum(right for right, _ in inside)))
+        writes = [right for right, is_write in inside if is_write]
+        write_bins.append(Bin(low, min(high, 1.0), len(writes), sum(writes)))
     # Pool adjacent violators: a higher raw confidence never maps to a lower probability.
     blocks = [[b.right, b.cases, [i]] for i, b in enumerate(bins) if b.cases]
     merged: list[list] = []
@@ -56,22 +61,29 @@ def fit(samples: list[tuple[float, bool]]) -> dict:
         for i in members:
             mapped[i] = round(right / cases, 3)
     points = [(bins[i].low, mapped[i]) for i in sorted(mapped)]
-    min_confidence = None
+    min_confidence = 1.0
     for i in sorted(mapped):
-        above = [b for b in bins[i:] if b.cases]
-        right = sum(b.right for b in above)
-        cases = sum(b.cases for b in above)
+        right = sum(b.right for b in write_bins[i:])
+        cases = sum(b.cases for b in write_bins[i:])
         if cases and right / cases >= TARGET_PRECISION:
             min_confidence = mapped[i]
             break
     return {
         "target_precision": TARGET_PRECISION,
         "bins": [
-            {"raw_from": b.low, "raw_to": b.high, "cases": b.cases, "right": b.right, "calibrated": mapped.get(i)}
-            for i, b in enumerate(bins)
+            {
+                "raw_from": b.low,
+                "raw_to": b.high,
+                "cases": b.cases,
+                "right": b.right,
+                "writes": w.cases,
+                "writes_right": w.right,
+                "calibrated": mapped.get(i),
+            }
+            for i, (b, w) in enumerate(zip(bins, write_bins, strict=True))
         ],
         "points": points,
-        "min_confidence": min_confidence if min_confidence is not None else 1.0,
+        "min_confidence": min_confidence,
         "samples": len(samples),
     }
 
@@ -84,10 +96,23 @@ def table() -> dict | None:
         return None
 
 
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def raw_confidences():
+    """Within this block (this thread) decisions carry their raw confidence: calibrating reads them."""
+    _local.raw = True
+    try:
+        yield
+    finally:
+        _local.raw = False
+
+
 def calibrated(raw: float) -> float:
     """The calibrated confidence of a raw one (the raw value while nothing is calibrated)."""
     raw = min(max(float(raw), 0.0), 1.0)
-    fitted = table()
+    fitted = None if getattr(_local, "raw", False) else table()
     if not fitted or not fitted.get("points"):
         return raw
     points = fitted["points"]
