@@ -3,8 +3,8 @@ from django.contrib import admin
 from .models import (
     ActionWord,
     ApiKey,
-    IntentExample,
     Conversation,
+    IntentExample,
     Message,
     ModelProfile,
     RoutingLog,

@@ -43,7 +43,7 @@ class IntentExample(models.Model):
 
     text = models.CharField(max_length=MAX_TEXT_CHARS, unique=True)
     action = models.CharField(max_length=16, choices=Action.choices)
-    domains = models.JSONField(default=list, blank=True, help_text="Domain names, e.g. [\"loyalty\", \"members\"].")
+    domains = models.JSONField(default=list, blank=True, help_text='Domain names, e.g. ["loyalty", "members"].')
     model_name = models.CharField(max_length=200, blank=True, editable=False)
     vector = models.BinaryField(null=True, blank=True, editable=False, help_text="float32 values, little-endian.")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -54,16 +54,16 @@ class IntentExample(models.Model):
     def __str__(self):
         return f"{self.text[:60]} -> {self.action}"
 
+    def save(self, *args, **kwargs):
+        self.text = " ".join(str(self.text or "").split())
+        super().save(*args, **kwargs)
+
     def clean(self):
         self.text = " ".join(str(self.text or "").split())
         if not self.text:
             raise ValidationError({"text": "An example needs the request's text."})
         if not isinstance(self.domains, list) or not all(isinstance(d, str) for d in self.domains):
             raise ValidationError({"domains": "A list of domain names."})
-
-    def save(self, *args, **kwargs):
-        self.text = " ".join(str(self.text or "").split())
-        super().save(*args, **kwargs)
 
 
 class ModelProfile(models.Model):

@@ -349,9 +349,9 @@ class TurnRun:
     def announces(self, tool_name: str) -> bool:
         """Whether running this tool shows as a status (phase tool_execution): only TOOLHUB_STATUS_TOOLS do.
 
-        A silent turn (time/date injected) announces nothing; TOOLHUB_SHOW_WEB_SEARCH_STATUS=0 silences web_search.
+        TOOLHUB_SHOW_WEB_SEARCH_STATUS=0 silences web_search's own status.
         """
-        if self.analysis.silent or tool_name not in settings.TOOLHUB_STATUS_TOOLS:
+        if tool_name not in settings.TOOLHUB_STATUS_TOOLS:
             return False
         return tool_name != settings.TOOLHUB_WEB_SEARCH_TOOL or self.options["show_web_search_status"]
 
@@ -363,7 +363,8 @@ class TurnRun:
                 return  # the tool's own announcement (web_search's query); its other statuses (errors) still show
             self.status(phase, message, **data)
 
-        if announced and call.name != settings.TOOLHUB_WEB_SEARCH_TOOL:  # web_search announces itself, with its query
+        # web_search announces itself, with its query; a silent turn (time/date injected) names no tool.
+        if announced and not self.analysis.silent and call.name != settings.TOOLHUB_WEB_SEARCH_TOOL:
             self.status(TOOL_EXECUTION_PHASE, f"🔧 Using {call.name}", tool_name=call.name, arguments=_arguments(call))
         emit(self.turn.id, EventType.TOOL_CALL, phase="tool", tool_name=call.name, arguments=_arguments(call))
 

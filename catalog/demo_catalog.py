@@ -71,7 +71,9 @@ def load_demo_catalog() -> DemoSummary:
 def seed_examples() -> int:
     """The demo tools' approved operator examples; existing ones (and deleted tools) are left alone."""
     tools = {tool.name: tool for tool in Tool.objects.filter(name__in=TOOL_EXAMPLES)}
-    wanted = [(tools[name], clean_text(text)) for name, texts in TOOL_EXAMPLES.items() if name in tools for text in texts]
+    wanted = [
+        (tools[name], clean_text(text)) for name, texts in TOOL_EXAMPLES.items() if name in tools for text in texts
+    ]
     existing = set(ToolExample.objects.filter(tool__in=tools.values()).values_list("tool_id", "text_key"))
     fresh = [(tool, text) for tool, text in wanted if (tool.pk, text_key(text)) not in existing]
     if not fresh:

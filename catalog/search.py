@@ -51,13 +51,15 @@ def search_catalog(
     return catalog_index().search(query, allowed=frozenset(allowed or ()), limit=limit, owner_id=owner_id)
 
 
-def rank_catalog(query: str, *, limit: int = 20, owner_id: int | None = None) -> SearchResult:
+def rank_catalog(
+    query: str, *, limit: int = 20, owner_id: int | None = None, example_weight: float = 1.0
+) -> SearchResult:
     """The best `limit` indexed tools for a query, whatever the decision: evidence for the router only.
 
     What a tool's rank says (its operation, its domains) helps decide the request;
     whether the tool may be shown stays the bundle's decision (search_catalog filters).
     """
-    return catalog_index().search(query, allowed=None, limit=limit, owner_id=owner_id)
+    return catalog_index().search(query, allowed=None, limit=limit, owner_id=owner_id, example_weight=example_weight)
 
 
 def catalog_index() -> ToolSearchIndex:

@@ -247,7 +247,13 @@ class ToolSearchIndex:
         return {e.text: self._example_matrix[i] for i, e in enumerate(self.examples)}
 
     def example_boost(
-        self, query_vector: np.ndarray, tool_cosines: np.ndarray, *, owner_id=None, exclude: Collection[str] = ()
+        self,
+        query_vector: np.ndarray,
+        tool_cosines: np.ndarray,
+        *,
+        owner_id=None,
+        exclude: Collection[str] = (),
+        weight: float = EXAMPLE_WEIGHT,
     ) -> np.ndarray:
         """The examples' boost per tool (index order); zeros when no example is close enough (docstring)."""
         boost = np.zeros(len(self.names), dtype=np.float32)
@@ -265,7 +271,7 @@ class ToolSearchIndex:
         top = np.argpartition(-similarity, nearest - 1)[:nearest]
         top = top[similarity[top] > floor]
         if top.size:
-            np.add.at(boost, self._example_tools[top], EXAMPLE_WEIGHT * (similarity[top] - floor) / (1.0 - floor))
+            np.add.at(boost, self._example_tools[top], weight * (similarity[top] - floor) / (1.0 - floor))
         return boost
 
     def vectors(self) -> dict[str, np.ndarray]:
@@ -283,6 +289,7 @@ class ToolSearchIndex:
         owner_id: int | None = None,
         exclude_examples: Collection[str] = (),
         use_examples: bool = True,
+        example_weight: float = EXAMPLE_WEIGHT,
     ) -> SearchResult:
         """`allowed` None means every tool (the benchmark only); names outside it never come back.
 
@@ -296,7 +303,7 @@ class ToolSearchIndex:
             return self._select(query[len(SELECT_PREFIX) :], candidates, limit)
         if query.lower().startswith(REGEX_PREFIX):
             return self._regex(query[len(REGEX_PREFIX) :].strip(), candidates, limit)
-        examples = {"owner_id": owner_id, "exclude": exclude_examples, "use": use_examples}
+        examples = {"owner_id": owner_id, "exclude": exclude_examples, "use": use_examples, "weight": example_weight}
         return self._natural(query, candidates, limit, examples)
 
     def _candidates(self, allowed: Collection[str] | None) -> np.ndarray:
@@ -356,7 +363,7 @@ class ToolSearchIndex:
         return SearchResult(names=names, scores=scores, mode=MODE_REGEX, note=note)
 
     def scores(
-        self, query: str, *, owner_id=None, exclude: Collection[str] = (), use: bool = True
+        self, query: str, *, owner_id=None, exclude: Collection[str] = (), use: bool = True, weight=EXAMPLE_WEIGHT
     ) -> tuple[np.ndarray, np.ndarray]:
         """(fused score, is-a-hit) for every tool in index order."""
         ids = self._bm25.get_tokens_ids(query_tokens(query)) if self.documents else []
@@ -372,7 +379,7 @@ class ToolSearchIndex:
         if peak > 0 and self.bm25_weight:
             fused = fused + self.bm25_weight * (lexical / peak)
         if use and self.examples:
-            boost = self.example_boost(query_vector, cosines, owner_id=owner_id, exclude=exclude)
+            boost = self.example_boost(query_vector, cosines, owner_id=owner_id, exclude=exclude, weight=weight)
             fused, hits = fused + boost, hits | (boost > 0)
         return fused, hits
 

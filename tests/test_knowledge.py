@@ -8,8 +8,8 @@ from django.utils import timezone
 from agents import runtime
 from agents.models import Conversation, RoutingLog
 from agents.turns import create_turn
-from catalog.decision import RoutingDecision
 from catalog import embeddings
+from catalog.decision import RoutingDecision
 from catalog.demo_catalog import load_demo_catalog
 from catalog.knowledge import current_snippets, mark_reviewed, revise_snippet, select_snippets, snippet_diff
 from catalog.models import Domain, KnowledgeSnippet
@@ -155,10 +155,8 @@ def test_with_embeddings_off_selection_falls_back_to_shared_words(demo_knowledge
     monkeypatch.setattr(embeddings, "embed_texts", no_dense_model)
     titles = demo_titles("How many points does M-100 have", "get", MEMBERS)
     assert POINTS in titles and ERASURE not in titles
-    assert (
-        demo_titles("Please erase member M-100, they filed a GDPR deletion request", "delete", ("members",))[0]
-        == ERASURE
-    )
+    deletion = demo_titles("Please erase member M-100, they filed a GDPR deletion request", "delete", ("members",))
+    assert deletion[0] == ERASURE
 
 
 def test_the_request_is_embedded_once_beside_the_candidates(counted_embedder):

@@ -10,6 +10,7 @@ Reads the catalog's tables, never writes them; it only stores the vectors of its
 own IntentExamples. With the dense model off it holds nothing and votes nothing.
 """
 
+import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,7 +18,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from catalog import embeddings
-from catalog.examples import stored_vector
 from catalog.models import Action, ToolExample, ToolPolicy
 from catalog.search import catalog_state
 
@@ -34,6 +34,27 @@ CENTRE_FROM = 50
 NEIGHBOURS = 8
 TEMPERATURE = 0.05
 REACH = 0.2
+
+
+# Names and ids (a capitalised word or phrase after the first word, "M-300", "SUMMER24") say
+# which thing a request is about, not what it wants: examples and queries are compared with
+# them replaced by one placeholder, so "the capital of France" is not pulled towards an
+# example that happens to name France. Nearest-example accuracy (routing_dev / a blind
+# held-out set, en+vi): 58/76 -> 59/76 and 74/93 -> 71/93, the seed table 1/4 -> 3/4.
+_NAME_OR_ID = re.compile(
+    r"(?<=\w[ ,])(?:[A-ZĐ][\w'’.-]*)(?:\s+[A-ZĐ][\w'’.-]*)*|\b[A-Za-z]+-?\d[\w-]*\b|\b\d+[A-Za-z][\w-]*\b"
+)
+PLACEHOLDER = "X"
+
+
+def blend(written: np.ndarray, generic: np.ndarray) -> np.ndarray:
+    """Half the text as written, half its generic form, unit length."""
+    return _unit(np.asarray(written, dtype=np.float32) + np.asarray(generic, dtype=np.float32))
+
+
+def generic_form(text: str) -> str:
+    """The text with names and ids replaced by a placeholder: the form examples are compared in."""
+    return _NAME_OR_ID.sub(PLACEHOLDER, text)
 
 
 @dataclass(frozen=True)
@@ -129,11 +150,13 @@ def load_examples() -> ExampleIndex:
         domains = frozenset(domain.name for domain in policy.domains.all())
         labels.append(Label(ACTION_OF_OPERATION[policy.operation], domains, row.tool.name))
         texts.append(row.text)
-        vectors.append(stored_vector(row))
+        # A stored vector is of the text as written (search uses it); this index compares generic forms.
+        vectors.append(None)
         owners.append(row.owner_id)
     missing = [i for i, vector in enumerate(vectors) if vector is None]
     if missing:
-        fresh = embeddings.embed_texts([texts[i] for i in missing])
+        chosen = [texts[i] for i in missing]
+        fresh = blend(embeddings.embed_texts(chosen), embeddings.embed_texts([generic_form(t) for t in chosen]))
         for i, vector in zip(missing, fresh, strict=True):
             vectors[i] = vector
         _store_intent_vectors([(intents[i], vectors[i]) for i in missing if i < len(intents)])
@@ -143,6 +166,7 @@ def load_examples() -> ExampleIndex:
 
 
 def _intent_vector(row: IntentExample) -> np.ndarray | None:
+    """The stored vector of the example's generic form, if the current model made it."""
     if row.vector is None or row.model_name != embeddings.model_name():
         return None
     return np.frombuffer(bytes(row.vector), dtype="<f4")

@@ -36,6 +36,10 @@ LEXICON_WEIGHT = 0.15
 # The ranking's votes: the top RANKING_DEPTH tools, softmax of their scores at this temperature.
 RANKING_DEPTH = 8
 RANKING_TEMPERATURE = 0.03
+# A candidate tool's score: its hybrid rank score, plus these for its share of the nearest
+# examples and for an alias of it in the text.
+NEIGHBOUR_TOOL_BONUS = 0.3
+ALIAS_TOOL_BONUS = 0.03
 # A domain is the request's when its votes reach this share of the best domain's.
 DOMAIN_SHARE = 0.5
 # With examples present, a request needs no tool when their "answer" share reaches this.
@@ -142,9 +146,9 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
 
     tool_scores = dict(evidence.ranking)
     for name, share in neighbours.tools.items():
-        tool_scores[name] = tool_scores.get(name, 0.0) + NEIGHBOUR_WEIGHT * share * 0.2
+        tool_scores[name] = tool_scores.get(name, 0.0) + NEIGHBOUR_TOOL_BONUS * share
     for name in evidence.hits.tools:
-        tool_scores[name] = tool_scores.get(name, 0.0) + LEXICON_WEIGHT * 0.2
+        tool_scores[name] = tool_scores.get(name, 0.0) + ALIAS_TOOL_BONUS
 
     confidence = calibration.calibrated(raw)
     decision = RoutingDecision(action=action, domains=domains, confidence=confidence)

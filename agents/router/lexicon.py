@@ -30,7 +30,6 @@ ACTION_OF_OPERATION = {
 READ_ACTIONS = frozenset({Action.ANSWER, Action.GET, Action.LIST, Action.SEARCH})
 
 
-
 @dataclass(frozen=True)
 class Hits:
     """What the text matched: phrases per action, per domain, and tool aliases."""
@@ -124,5 +123,3 @@ def lexicon() -> "Lexicon":
         cached = (state, load_lexicon())
         _current = cached
     return cached[1]
-
-

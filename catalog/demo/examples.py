@@ -212,7 +212,10 @@ TOOL_EXAMPLES: dict[str, list[str]] = {
         "tạo quy tắc tặng gấp đôi điểm cuối tuần",
         "thêm quy tắc tích điểm cho đơn hàng trên 1 triệu",
     ],
-    "test_rule_against_member": ["why didn't member M-3 earn points on her last order", "sao khách M-4 không được điểm"],
+    "test_rule_against_member": [
+        "why didn't member M-3 earn points on her last order",
+        "sao khách M-4 không được điểm",
+    ],
     "simulate_rule": ["how many points would this rule give for a 300k order", "thử quy tắc này với đơn 500 nghìn"],
     # --- rewards and vouchers -------------------------------------------------
     "list_vouchers": ["which vouchers belong to the Christmas campaign", "danh sách voucher của chiến dịch Noel"],

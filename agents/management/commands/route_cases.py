@@ -17,8 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.test import override_settings
 
 from agents.evaluation import case_category, case_failures, expects_write, percentile_ms
-from agents.router import StewardContext, analyze
-from agents.router import calibration
+from agents.router import StewardContext, analyze, calibration
 from agents.router.lexicon import READ_ACTIONS
 from catalog.search import prepare_search
 
@@ -127,8 +126,10 @@ def read_cases(path: str) -> list[dict]:
             item = json.loads(line)
         except ValueError as exc:
             raise CommandError(f"{path}:{number}: not valid JSON ({exc})") from None
-        if not isinstance(item, dict) or not isinstance(item.get("query"), str) or not isinstance(
-            item.get("expect"), dict
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("query"), str)
+            or not isinstance(item.get("expect"), dict)
         ):
             raise CommandError(f'{path}:{number}: expected an object with a string "query" and an "expect" object')
         items.append(item)

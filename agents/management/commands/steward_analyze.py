@@ -4,8 +4,8 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.metrics import percentile
-from agents.routing_log import record_analysis
 from agents.router import StewardContext, analyze
+from agents.routing_log import record_analysis
 from catalog.search import prepare_search
 
 
