@@ -297,7 +297,7 @@ def test_the_models_tool_search_ranks_with_the_conversation_owners_examples(coun
 
 
 @pytest.mark.django_db
-def test_a_denied_tool_stays_denied_however_many_examples_it_has(counted_embedder):
+def test_a_denied_tool_stays_denied_however_many_learned_examples_it_has(counted_embedder):
     make_policy(make_tool("get_invoice", description="Show one invoice by its number."), domains=("billing",))
     make_policy(
         make_tool("purge_invoices", description="Remove invoices for good."), domains=("billing",), operation="delete"
@@ -305,13 +305,14 @@ def test_a_denied_tool_stays_denied_however_many_examples_it_has(counted_embedde
     unpolicied = make_tool("dump_invoices", description="Export every invoice.")
     for number in range(30):
         for name in ("purge_invoices", unpolicied.name):
-            add_example(tool=name, text=f"show me invoice number {number} of march", approved=True)
+            add_example(tool=name, text=f"show me invoice number {number} of march", approved=True, source="learned")
     query = "show me invoice number 7 of march"
     everything = {"get_invoice", "purge_invoices", "dump_invoices"}
     # The examples do pull the delete tool up when nothing restricts the ranking...
     assert catalog_search.search_catalog(query, allowed=everything).names[0] == "purge_invoices"
 
-    # ...but the request is a read: policy denies the delete tool, and the unpolicied one is never indexed.
+    # ...but traffic cannot make the request a delete (learned examples never vote for a write):
+    # policy denies the delete tool, and the unpolicied one is never indexed.
     context = StewardContext.current()
     result = analyze(query, context=context, mode="rules", max_tools=5, min_tools=5)
     assert "purge_invoices" not in result.recommended_tools and "dump_invoices" not in result.recommended_tools

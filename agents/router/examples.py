@@ -22,7 +22,7 @@ from catalog.models import Action, ToolExample, ToolPolicy
 from catalog.search import catalog_state
 
 from ..models import IntentExample
-from .lexicon import ACTION_OF_OPERATION
+from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS
 
 # With at least this many examples their mean vector is taken out of every vector before
 # comparing: e5's vectors share a large common part ("a short question") that otherwise
@@ -62,6 +62,7 @@ class Label:
     action: str
     domains: frozenset[str]
     tool: str = ""  # "" for an IntentExample
+    taught_by_operator: bool = True  # False: a ToolExample learned from traffic
 
 
 @dataclass
@@ -109,7 +110,10 @@ class ExampleIndex:
         found = Neighbours(best_similarity=best)
         for position, weight in zip(top.tolist(), weights.tolist(), strict=True):
             label = self.labels[position]
-            found.actions[label.action] += weight
+            # An example learned from traffic never votes for a write: however many there are,
+            # traffic cannot turn a read into a delete. Operators' examples may (they write policy too).
+            if label.taught_by_operator or label.action in READ_ACTIONS:
+                found.actions[label.action] += weight
             for domain in label.domains:
                 found.domains[domain] += weight
             if label.tool:
@@ -136,7 +140,9 @@ def load_examples() -> ExampleIndex:
         ToolExample.objects.filter(approved=True, tool__enabled=True, tool__policy__status=ToolPolicy.Status.ACTIVE)
         .select_related("tool__policy")
         .prefetch_related("tool__policy__domains")
-        .only("id", "text", "owner_id", "vector", "dim", "model_name", "tool__name", "tool__policy__operation")
+        .only(
+            "id", "text", "source", "owner_id", "vector", "dim", "model_name", "tool__name", "tool__policy__operation"
+        )
         .order_by("id")
     )
     labels, texts, vectors, owners = [], [], [], []
@@ -148,7 +154,8 @@ def load_examples() -> ExampleIndex:
     for row in tool_rows:
         policy = row.tool.policy
         domains = frozenset(domain.name for domain in policy.domains.all())
-        labels.append(Label(ACTION_OF_OPERATION[policy.operation], domains, row.tool.name))
+        learned = row.source == ToolExample.Source.LEARNED
+        labels.append(Label(ACTION_OF_OPERATION[policy.operation], domains, row.tool.name, not learned))
         texts.append(row.text)
         # A stored vector is of the text as written (search uses it); this index compares generic forms.
         vectors.append(None)

@@ -44,6 +44,8 @@ ALIAS_TOOL_BONUS = 0.03
 DOMAIN_SHARE = 0.5
 # With examples present, a request needs no tool when their "answer" share reaches this.
 ANSWER_SHARE = 0.5
+# A write's raw confidence is scaled down until its non-ranking votes reach this.
+WRITE_WITNESS = 0.1
 # A write inside a workflow continues it; its confidence is the workflow's.
 CONFIDENCE_IN_WORKFLOW = 0.95
 
@@ -139,6 +141,12 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     if needs_tool and tool_actions:
         action = max(tool_actions, key=lambda a: (tool_actions[a], a in READ_ACTIONS))
         raw = tool_actions[action] / sum(tool_actions.values()) * (1.0 - answer_share)
+        if action not in READ_ACTIONS:
+            # A write needs a witness besides the ranking (an operator's example or a phrase):
+            # examples learned from traffic lift tools in the ranking, and must not make a write.
+            support = weights["neighbours"] * _shares(neighbours.actions).get(action, 0.0)
+            support += weights["lexicon"] * lex_actions.get(action, 0.0)
+            raw *= min(1.0, support / WRITE_WITNESS)
         best_domain = max(domain_votes.values(), default=0.0)
         domains = frozenset(d for d, v in domain_votes.items() if v >= DOMAIN_SHARE * best_domain and v > 0)
     else:

@@ -59,6 +59,7 @@ ARITHMETIC = re.compile(
 # A request longer than this is routed on its first MAX_ROUTED_CHARS (a pasted document
 # says what it wants at its start); the model still gets all of it.
 MAX_ROUTED_CHARS = 2000
+MAX_WORD_CHARS = 40
 # Up to RECOMMEND_PER_INTENT permitted candidates within RECOMMEND_MARGIN of the best are
 # recommended for one intent (the model picks among them; the LLM steward sees more).
 RECOMMEND_PER_INTENT = 3
@@ -146,7 +147,8 @@ def routable_text(text) -> str:
     text = str(text or "")[:MAX_ROUTED_CHARS]
     text = "".join(ch if ch.isprintable() else " " for ch in text)
     text = text.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate cannot be embedded
-    return " ".join(text.split())
+    # No word of any language is that long: a run like "xxxx..." or base64 says nothing to route.
+    return " ".join(word for word in text.split() if len(word) <= MAX_WORD_CHARS)
 
 
 def gather(texts: list[str], context: StewardContext) -> list[Evidence]:
