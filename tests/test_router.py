@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from agents.models import ActionWord, IntentExample
-from agents.router import ConversationState, StewardContext, analyze
-from agents.router import calibration
+from agents.router import ConversationState, StewardContext, analyze, calibration
 from agents.router.examples import ExampleIndex, Label
 from agents.router.fusion import Evidence, fuse, segments
 from agents.router.lexicon import Hits

@@ -281,18 +281,19 @@ def stand_in_for_flows(picks: list[str], decision: RoutingDecision, entry_tools:
 
 
 def classify(recommended: Sequence[str]) -> tuple[str, bool, str, str]:
-    """(intent, silent, injected context, reason) from what is recommended."""
+    """(intent, silent, injected context, reason) from what is recommended, the first pick leading."""
     if not recommended:
         return Intent.GENERAL, False, "", "general knowledge: no tool needed"
     first = recommended[0]
+    clocks = any(name in settings.TOOLHUB_CLOCK_TOOLS for name in recommended)
+    injected = current_time_context() if clocks else ""
     if first == settings.TOOLHUB_CALCULATOR_TOOL:
-        return Intent.MATH, False, "", ""
-    if any(name in settings.TOOLHUB_CLOCK_TOOLS for name in recommended):
-        intent = Intent.TIME if first in settings.TOOLHUB_CLOCK_TOOLS else Intent.TOOLS
-        return intent, True, current_time_context(), "a date/time question: the current time is injected"
+        return Intent.MATH, False, injected, ""
+    if first in settings.TOOLHUB_CLOCK_TOOLS:
+        return Intent.TIME, True, injected, "a date/time question: the current time is injected"
     if first == settings.TOOLHUB_WEB_SEARCH_TOOL:
-        return Intent.REALTIME, False, "", "a real-time question recommends web search"
-    return Intent.TOOLS, False, "", ""
+        return Intent.REALTIME, False, injected, "a real-time question recommends web search"
+    return Intent.TOOLS, False, injected, ""
 
 
 def with_recommendations(result: "StewardResult", recommended: Sequence[str], reasoning: str, mode: str):
