@@ -13,6 +13,11 @@ from tests.builders import make_policy, make_tool, make_user
 pytestmark = pytest.mark.django_db
 
 
+def learned():
+    """The examples learned from turns (the demo catalog brings operators' examples of its own)."""
+    return ToolExample.objects.filter(source=ToolExample.Source.LEARNED)
+
+
 @pytest.fixture
 def conversation(counted_embedder):
     load_demo_catalog()
@@ -29,7 +34,7 @@ def run(conversation, text) -> Turn:
 def test_a_good_turn_teaches_its_request_to_the_tool_that_served_it(conversation):
     turn = run(conversation, "What is 15 + 27?")
     assert turn.status == Turn.Status.DONE
-    example = ToolExample.objects.get()
+    example = learned().get()
     assert (example.tool.name, example.text, example.source) == ("calculate", "What is 15 + 27?", "learned")
     assert example.turn_id == turn.id and example.conversation_id == conversation.pk
     assert example.owner == conversation.owner
@@ -40,7 +45,7 @@ def test_auto_approve_puts_a_learned_example_in_the_index(conversation, settings
     settings.TOOLHUB_LEARN_AUTO_APPROVE = True
     version = CatalogState.objects.get().version
     run(conversation, "What is 15 + 27?")
-    assert ToolExample.objects.get().approved
+    assert learned().get().approved
     assert CatalogState.objects.get().version > version
 
 
@@ -51,7 +56,7 @@ def test_a_tool_found_by_tool_search_and_called_is_learned(conversation, scripte
         {"content": "localhost resolves to 127.0.0.1."},
     ]
     run(conversation, "Please resolve localhost")
-    assert list(ToolExample.objects.values_list("tool__name", "text")) == [("dns_lookup", "Please resolve localhost")]
+    assert list(learned().values_list("tool__name", "text")) == [("dns_lookup", "Please resolve localhost")]
 
 
 def test_a_failed_tool_call_teaches_nothing(conversation, scripted_model):
@@ -62,18 +67,18 @@ def test_a_failed_tool_call_teaches_nothing(conversation, scripted_model):
     turn = run(conversation, "What is 15 + 27?")
     assert turn.status == Turn.Status.DONE
     assert TurnEvent.objects.get(turn=turn, type=TurnEvent.Type.TOOL_RESULT).payload["is_error"] is True
-    assert ToolExample.objects.count() == 0
+    assert learned().count() == 0
 
 
 def test_a_turn_that_calls_no_tool_teaches_nothing(conversation):
     run(conversation, "What is the capital of France?")
-    assert ToolExample.objects.count() == 0
+    assert learned().count() == 0
 
 
 def test_learning_can_be_switched_off(conversation, settings):
     settings.TOOLHUB_LEARN_FROM_TURNS = False
     run(conversation, "What is 15 + 27?")
-    assert ToolExample.objects.count() == 0
+    assert learned().count() == 0
 
 
 # --- the rule, on recorded turns ------------------------------------------------
@@ -104,7 +109,7 @@ def test_a_rejected_turn_teaches_nothing(counted_embedder):
         turn=turn, tool_call_id="c1", tool_name="lookup_thing", risk="high", status="denied", expires_at=turn.created_at
     )
     assert tools_that_served(turn.id) == []
-    assert learn_from_turn(turn.id) == [] and ToolExample.objects.count() == 0
+    assert learn_from_turn(turn.id) == [] and learned().count() == 0
 
 
 def test_an_expired_approval_is_a_rejection_too(counted_embedder):
@@ -142,4 +147,4 @@ def test_a_flood_from_one_conversation_stops_at_the_cap(counted_embedder, settin
         turn=second, sequence=1, type=TurnEvent.Type.TOOL_RESULT, payload={"tool_name": "lookup_thing"}
     )
     assert learn_from_turn(second.id) == []
-    assert ToolExample.objects.count() == 1
+    assert learned().count() == 1

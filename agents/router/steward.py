@@ -215,13 +215,14 @@ def recommend(
     picks: list[str] = []
     reasons: list[str] = []
     calculator = settings.TOOLHUB_CALCULATOR_TOOL
-    if ARITHMETIC.search(text) and calculator in allowed:
+    symbolic = bool(ARITHMETIC.search(text)) and calculator in allowed
+    if symbolic:  # an expression written out is unambiguous: the calculator alone serves it
         picks.append(calculator)
         reasons.append("arithmetic recommends the calculator")
     entry_tools = flow_entry_tools(decision, context.entries)
     candidates = allowed | set(entry_tools)
     by_name = {entry.name: entry for entry in context.entries}
-    if routed.needs_tool:
+    if routed.needs_tool and not symbolic:
         picks += best_candidates(routed, candidates, by_name)
     for part in parts:
         if part.needs_tool:
