@@ -181,7 +181,8 @@ def test_a_deferred_tool_called_before_search_is_refused_then_found_and_called(c
         {"tool_calls": [{"name": "dns_lookup", "arguments": {"hostname": "localhost", "record_type": "A"}}]},
         {"content": "localhost resolves to 127.0.0.1."},
     ]
-    turn = run(conversation, "Please resolve localhost")
+    # A greeting gets no tool recommended, so dns_lookup stays deferred until the model searches.
+    turn = run(conversation, "hi there, can you help me with something")
     refused, searched, resolved = tool_messages(turn)
     assert "dns_lookup is deferred: call tool_search to load it first." in refused
     assert "dns_lookup" in searched

@@ -60,6 +60,8 @@ ARITHMETIC = re.compile(
 # says what it wants at its start); the model still gets all of it.
 MAX_ROUTED_CHARS = 2000
 MAX_WORD_CHARS = 40
+EXPRESSION_WORDS = 4
+_WORDS = re.compile(r"[^\W\d_]+")
 # Up to RECOMMEND_PER_INTENT permitted candidates within RECOMMEND_MARGIN of the best are
 # recommended for one intent (the model picks among them; the LLM steward sees more).
 RECOMMEND_PER_INTENT = 3
@@ -216,13 +218,15 @@ def recommend(
     reasons: list[str] = []
     calculator = settings.TOOLHUB_CALCULATOR_TOOL
     symbolic = bool(ARITHMETIC.search(text)) and calculator in allowed
-    if symbolic:  # an expression written out is unambiguous: the calculator alone serves it
+    if symbolic:
         picks.append(calculator)
         reasons.append("arithmetic recommends the calculator")
+    # A written-out expression with a few words around it ("What is 15 + 27?") is the calculator's alone.
+    expression_only = symbolic and len(_WORDS.findall(text)) <= EXPRESSION_WORDS
     entry_tools = flow_entry_tools(decision, context.entries)
     candidates = allowed | set(entry_tools)
     by_name = {entry.name: entry for entry in context.entries}
-    if routed.needs_tool and not symbolic:
+    if routed.needs_tool and not expression_only:
         picks += best_candidates(routed, candidates, by_name)
     for part in parts:
         if part.needs_tool:
