@@ -76,7 +76,8 @@ def test_arithmetic_streams_status_frames_then_the_answer(api):
 def test_seed_queries_get_their_tool(api, text, tool):
     frames = sse_frames(*api, text)
     complete = [f for f in frames if f.get("phase") == "analysis_complete"][0]
-    assert complete["recommended_tools"] == [tool]
+    # The seed's tool leads; the steward may add up to two close candidates of the intent.
+    assert complete["recommended_tools"][0] == tool and len(complete["recommended_tools"]) <= 3
     if tool == "calculate":
         assert "100" in content(frames)
     else:
