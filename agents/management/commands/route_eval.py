@@ -171,11 +171,15 @@ class Command(BaseCommand):
             "name_substring": lambda q: name_substring_ranking(q, names, depth),
         }
         if index.dense:
-            # Reuses the vectors toolhub computed above: same model, no second embedding pass.
+            # Reuses the vectors toolhub computed above (same model); a query the router shortened
+            # (it drops words over 40 characters) was never embedded whole, so it is embedded here.
+            def known_or_embedded(texts):
+                return [query_vectors[t] if t in query_vectors else embeddings.embed_texts([t])[0] for t in texts]
+
             dense_only = ToolSearchIndex(
                 documents,
                 embeddings=index.vectors(),
-                embedder=lambda texts: [query_vectors[t] for t in texts],
+                embedder=known_or_embedded,
                 bm25_weight=0.0,
             )
             rankers["dense_only"] = lambda q: dense_only.search(q, allowed=None, limit=depth).names
