@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from django.conf import settings
 
 from catalog.decision import CatalogEntry, PolicyView
 from catalog.search_index import STOPWORDS, ExampleDocument, ToolDocument, ToolSearchIndex, name_words, words
@@ -83,6 +84,22 @@ def load_queries(path, *, known_tools: Collection[str] | None = None) -> list[Be
         source = item.get("source") or "unknown"
         queries.append(BenchQuery(str(identifier), query, tuple(dict.fromkeys(expected)), str(source)))
     return queries
+
+
+def read_requests(path) -> list[dict]:
+    """JSONL of requests, each an object with an "id" and a string "query" (other keys kept); blank lines skipped."""
+    items = []
+    for line, raw in enumerate(_read(path).splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            item = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise BenchFileError(path, line, f"not valid JSON ({exc.msg})") from None
+        if not isinstance(item, dict) or not isinstance(item.get("query"), str) or "id" not in item:
+            raise BenchFileError(path, line, 'expected an object with "id" and a string "query"')
+        items.append(item)
+    return items
 
 
 def tool_documents(tools: Iterable[dict]) -> list[ToolDocument]:
@@ -376,11 +393,11 @@ def case_category(expect: dict) -> str:
         return "never exposed"
     if "create_rule_draft" in wanted:
         return "rule creation"
-    if wanted == {"calculate"}:
+    if wanted == {settings.TOOLHUB_CALCULATOR_TOOL}:
         return "arithmetic"
-    if wanted & {"get_current_time", "get_current_date"}:
+    if wanted & set(settings.TOOLHUB_CLOCK_TOOLS):
         return "date and time"
-    if wanted == {"web_search"}:
+    if wanted == {settings.TOOLHUB_WEB_SEARCH_TOOL}:
         return "real-time"
     if expect.get("no_write") and not wanted:
         return "vague"

@@ -15,7 +15,7 @@ that owner's searches (`owner_id`); a search with no owner sees the shared ones.
 import hashlib
 import logging
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -194,17 +194,19 @@ def prepare_search() -> None:
         embeddings.load_model()
 
 
-def warm_up() -> None:
-    """Prepare search before the first request needs it (servers and workers call this at start)."""
+def warm_up(*, also: Sequence[Callable[[], object]] = ()) -> None:
+    """Prepare search, then each of `also`, before the first request needs them (servers and workers at start)."""
     if not settings.TOOLHUB_WARM_START:
         return
     try:
         prepare_search()
+        for prepare in also:
+            prepare()
     except Exception:  # a cold index is slower, never fatal: the first search builds it
         log.exception("search index warm-up failed; the first search will build it")
     finally:
         close_old_connections()
 
 
-def warm_up_in_background() -> None:
-    threading.Thread(target=warm_up, name="toolhub-search-warm-up", daemon=True).start()
+def warm_up_in_background(*, also: Sequence[Callable[[], object]] = ()) -> None:
+    threading.Thread(target=warm_up, kwargs={"also": also}, name="toolhub-search-warm-up", daemon=True).start()

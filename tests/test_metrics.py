@@ -109,8 +109,8 @@ def test_steward_analyze_prints_one_line_per_query_and_a_summary(tmp_path, capsy
 def test_steward_analyze_names_the_bad_line(tmp_path):
     queries = tmp_path / "q.jsonl"
     queries.write_text(json.dumps({"id": "a", "query": "ok"}) + "\n{broken\n")
-    with pytest.raises(CommandError, match=r"q.jsonl:2: not valid JSON"):
+    with pytest.raises(CommandError, match=r"q.jsonl, line 2: not valid JSON"):
         call_command("steward_analyze", queries=str(queries))
     queries.write_text(json.dumps({"query": "no id"}) + "\n")
-    with pytest.raises(CommandError, match=r"q.jsonl:1: expected an object"):
+    with pytest.raises(CommandError, match=r"q.jsonl, line 1: expected an object"):
         call_command("steward_analyze", queries=str(queries))

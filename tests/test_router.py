@@ -76,10 +76,10 @@ def test_vietnamese_requests_reach_their_tool_and_domain(text, tool):
     assert result.decision.domains & {"loyalty", "campaigns", "members"}
 
 
-def test_a_confident_write_is_exposed_by_the_bundle():
+def test_a_confident_write_is_exposed_by_the_bundle(settings):
     result = analyze("please give member M-91 a hundred goodwill points")
     assert result.decision.action == Action.EXECUTE
-    assert result.decision.confidence >= 0.75
+    assert result.decision.confidence >= settings.TOOLHUB_MIN_CONFIDENCE
     assert result.recommended_tools[0] == "award_points"
     bundle = build_bundle(result.decision, load_catalog(), recommended=result.recommended_tools)
     assert "award_points" in bundle.loaded_names
@@ -110,13 +110,14 @@ def test_rule_creation_in_any_wording_starts_the_staged_flow(text):
     assert not {"create_rule", "update_rule"} & set(result.recommended_tools)
 
 
-def test_an_unclear_request_exposes_no_write_at_low_confidence():
-    result = analyze("do something about that member thing")
-    allowed = allowed_names(result.decision, load_catalog())
-    catalog = {entry.name: entry for entry in load_catalog()}
-    assert not any(catalog[name].policy.operation in WRITES for name in result.recommended_tools)
-    if result.decision.confidence < 0.75:
-        assert not any(catalog[name].policy.operation in WRITES for name in allowed)
+@pytest.mark.parametrize("text", ["do something about that member thing", "xử lý vụ khách hàng kia đi"])
+def test_an_unclear_request_is_allowed_no_write_at_all(text):
+    # Either the router reads it as a read, or its confidence is under the gate: no write is permitted.
+    result = analyze(text)
+    catalog = load_catalog()
+    writes = {e.name for e in catalog if e.policy is not None and e.policy.operation in WRITES}
+    assert not writes & allowed_names(result.decision, catalog)
+    assert not writes & set(result.recommended_tools)
 
 
 def test_no_confidence_exposes_a_tool_the_policies_deny():

@@ -18,8 +18,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from agents.mcp_server import McpEndpoint, path_router  # noqa: E402
+from agents.router import warm_up_in_background  # noqa: E402
 from agents.routing import websocket_urlpatterns  # noqa: E402
-from catalog.search import warm_up_in_background  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -29,5 +29,5 @@ application = ProtocolTypeRouter(
     }
 )
 
-# Load the embedding model and build the search index now, not on the first request.
+# Load the embedding model, build the search and example indexes now, not on the first request.
 warm_up_in_background()

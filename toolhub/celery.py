@@ -14,7 +14,7 @@ app.autodiscover_tasks()
 
 @worker_ready.connect
 def warm_search_index(**kwargs):
-    """A worker loads the embedding model and builds the index before it takes turns."""
-    from catalog.search import warm_up
+    """A worker loads the embedding model and builds the search and example indexes before it takes turns."""
+    from agents.router import warm_up
 
     warm_up()

@@ -15,7 +15,11 @@ It reads the catalog through catalog.bundle, catalog.search and catalog.decision
 only, and never decides what is exposed (catalog.bundle does).
 """
 
+from catalog import search
+
+from .examples import example_index
 from .fusion import ConversationState
+from .lexicon import lexicon
 from .steward import (
     Intent,
     StewardContext,
@@ -25,6 +29,23 @@ from .steward import (
     current_time_context,
 )
 
+
+def prepare_routing() -> None:
+    """Build the example index (embedding examples without a stored vector) and the phrase lists."""
+    example_index()
+    lexicon()
+
+
+def warm_up() -> None:
+    """Search and routing ready before the first request (a Celery worker calls this at start)."""
+    search.warm_up(also=(prepare_routing,))
+
+
+def warm_up_in_background() -> None:
+    """As warm_up, on a thread (the ASGI application calls this at import)."""
+    search.warm_up_in_background(also=(prepare_routing,))
+
+
 __all__ = [
     "ConversationState",
     "Intent",
@@ -33,4 +54,6 @@ __all__ = [
     "StewardResult",
     "analyze",
     "current_time_context",
+    "warm_up",
+    "warm_up_in_background",
 ]

@@ -22,8 +22,6 @@ from pathlib import Path
 TABLE_FILE = Path(__file__).with_name("calibration.json")
 BIN_EDGES = (0.0, 0.3, 0.45, 0.6, 0.7, 0.8, 0.9, 1.0001)
 TARGET_PRECISION = 0.9
-# Before any calibration the raw value stands, and writes need this much.
-UNCALIBRATED_MIN_CONFIDENCE = 0.6
 
 
 @dataclass(frozen=True)
@@ -120,11 +118,3 @@ def calibrated(raw: float) -> float:
     if position < 0:  # below every calibrated bin: no evidence it is right more often than it says
         return min(raw, points[0][1])
     return points[position][1]
-
-
-def derived_min_confidence() -> float:
-    """TOOLHUB_MIN_CONFIDENCE's default: from the table, else the uncalibrated default."""
-    fitted = table()
-    if not fitted:
-        return UNCALIBRATED_MIN_CONFIDENCE
-    return float(fitted["min_confidence"])

@@ -79,7 +79,6 @@ class Routed:
     needs_tool: bool
     raw_confidence: float
     tool_scores: dict[str, float] = field(default_factory=dict)
-    actions: dict[str, float] = field(default_factory=dict)
 
 
 def _shares(counter: Counter) -> dict:
@@ -162,7 +161,7 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     decision = RoutingDecision(action=action, domains=domains, confidence=confidence)
     if state.workflow_phase:
         decision = in_workflow(decision, state)
-    return Routed(decision, needs_tool, raw, tool_scores, dict(actions))
+    return Routed(decision, needs_tool, raw, tool_scores)
 
 
 def in_workflow(decision: RoutingDecision, state: ConversationState) -> RoutingDecision:

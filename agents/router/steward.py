@@ -31,7 +31,7 @@ from catalog.search import rank_catalog, search_catalog
 from .. import flows
 from .examples import EMPTY, ExampleIndex, blend, example_index, generic_form
 from .fusion import ConversationState, Evidence, Routed, fuse, segments
-from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Hits, Lexicon, lexicon
+from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Lexicon, lexicon
 
 
 class Intent:
@@ -205,7 +205,7 @@ def merge(whole: Routed, parts: list[Routed]) -> Routed:
             lead = max(writes, key=lambda p: p.decision.confidence)
     domains = frozenset().union(*(part.decision.domains for part in needing)) | lead.decision.domains
     decision = replace(lead.decision, domains=domains)
-    return Routed(decision, True, lead.raw_confidence, whole.tool_scores, whole.actions)
+    return Routed(decision, True, lead.raw_confidence, whole.tool_scores)
 
 
 def recommend(
@@ -381,16 +381,3 @@ def analyze(
     if use_llm and routable_text(text):
         result = llm_analysis(routable_text(text), rules, context, max_tools=max_tools, mode=mode)
     return replace(result, latency_ms=(time.perf_counter() - started) * 1000)
-
-
-__all__ = [
-    "ARITHMETIC",
-    "ConversationState",
-    "Hits",
-    "Intent",
-    "StewardContext",
-    "StewardMode",
-    "StewardResult",
-    "analyze",
-    "current_time_context",
-]

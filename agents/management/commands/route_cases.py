@@ -16,7 +16,7 @@ from collections import defaultdict
 from django.core.management.base import BaseCommand, CommandError
 from django.test import override_settings
 
-from agents.evaluation import case_category, case_failures, expects_write, percentile_ms
+from agents.evaluation import BenchFileError, case_category, case_failures, expects_write, percentile_ms, read_requests
 from agents.router import StewardContext, analyze, calibration
 from agents.router.lexicon import READ_ACTIONS
 from catalog.search import prepare_search
@@ -114,25 +114,14 @@ def summary(rows: list[dict]) -> dict:
 
 
 def read_cases(path: str) -> list[dict]:
+    """The requests of a cases file (agents.evaluation.read_requests), each with an "expect" object."""
     try:
-        lines = open(path, encoding="utf-8").read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CommandError(f"{path}: cannot read ({exc})") from None
-    items = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError as exc:
-            raise CommandError(f"{path}:{number}: not valid JSON ({exc})") from None
-        if (
-            not isinstance(item, dict)
-            or not isinstance(item.get("query"), str)
-            or not isinstance(item.get("expect"), dict)
-        ):
-            raise CommandError(f'{path}:{number}: expected an object with a string "query" and an "expect" object')
-        items.append(item)
+        items = read_requests(path)
+    except BenchFileError as exc:
+        raise CommandError(str(exc)) from None
+    for item in items:
+        if not isinstance(item.get("expect"), dict):
+            raise CommandError(f'{path}: case {item["id"]!r} has no "expect" object')
     if not items:
         raise CommandError(f"{path}: no cases")
     return items

@@ -3,6 +3,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from agents.evaluation import BenchFileError, read_requests
 from agents.metrics import percentile
 from agents.router import StewardContext, analyze
 from agents.routing_log import record_analysis
@@ -19,7 +20,10 @@ class Command(BaseCommand):
         parser.add_argument("--no-record", action="store_true", help="do not write RoutingLogs")
 
     def handle(self, *args, queries, no_record, **options):
-        items = read_queries(queries)
+        try:
+            items = read_requests(queries)
+        except BenchFileError as exc:
+            raise CommandError(str(exc)) from None
         context = StewardContext.current()
         prepare_search()  # build the index and load the embedding model before timing, as a warm server has
         latencies = []
@@ -34,23 +38,3 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(row, ensure_ascii=False))
         summary = {"count": len(items), "p50_ms": percentile(latencies, 0.5), "p95_ms": percentile(latencies, 0.95)}
         self.stdout.write(json.dumps(summary))
-
-
-def read_queries(path: str) -> list[dict]:
-    try:
-        handle = open(path, encoding="utf-8")
-    except OSError as exc:
-        raise CommandError(f"{path}: cannot read ({exc.strerror})") from None
-    items = []
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except ValueError as exc:
-                raise CommandError(f"{path}:{number}: not valid JSON ({exc})") from None
-            if not isinstance(item, dict) or not isinstance(item.get("query"), str) or "id" not in item:
-                raise CommandError(f'{path}:{number}: expected an object with "id" and a string "query"')
-            items.append(item)
-    return items
