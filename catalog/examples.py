@@ -148,9 +148,9 @@ def set_approved(example: ToolExample, approved: bool) -> ToolExample:
     return example
 
 
-def stored_vector(example: ToolExample) -> np.ndarray | None:
-    """The example's stored vector if it was made by the current model, else None."""
-    if example.vector is None or example.model_name != embeddings.model_name() or not example.dim:
+def stored_vector(example: ToolExample, *, model: str | None = None) -> np.ndarray | None:
+    """The example's stored vector if `model` (default: the search model) made it, else None."""
+    if example.vector is None or example.model_name != embeddings.model_name(model) or not example.dim:
         return None
     raw = bytes(example.vector)
     return np.frombuffer(raw, dtype="<f4") if len(raw) == 4 * example.dim else None

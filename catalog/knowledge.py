@@ -113,8 +113,10 @@ def relevant_snippets(snippets: list[KnowledgeSnippet], *, text: str, action: st
         return []
     documents = [f"{snippet.title}: {snippet.text}" for snippet in snippets]
     if embeddings.dense_enabled():
-        rule = DENSE_RULES.get(embeddings.model_key(), DEFAULT_DENSE_RULE)
-        vectors = embeddings.embed_texts([text, *documents])
+        # Requests come in English and Vietnamese: the router's (multilingual) model reads them.
+        model = embeddings.routing_model()
+        rule = DENSE_RULES.get(model, DEFAULT_DENSE_RULE)
+        vectors = embeddings.embed_texts([text, *documents], model=model)
         similarities = [float(similarity) for similarity in vectors[1:] @ vectors[0]]
     else:
         rule = LEXICAL_RULE

@@ -214,14 +214,20 @@ class KnowledgeSnippet(models.Model):
 
 
 class ToolEmbedding(models.Model):
-    """A tool's dense search vector, kept so a restart does not embed the whole catalog again."""
+    """A tool's dense vector by one model, kept so a restart does not embed the whole catalog again.
 
-    tool = models.OneToOneField(Tool, on_delete=models.CASCADE, related_name="embedding")
+    One row per tool and model: tool search and the router may use different models.
+    """
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="embeddings")
     model_name = models.CharField(max_length=200)
     text_hash = models.CharField(max_length=64, help_text="sha256 of the embedded text.")
     vector = models.BinaryField(help_text="float32 values, little-endian.")
     dim = models.PositiveIntegerField()
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tool", "model_name"], name="tool_embedding_per_model")]
 
     def __str__(self):
         return f"embedding of {self.tool_id} ({self.model_name}, {self.dim})"

@@ -34,14 +34,12 @@ __all__ = ["SearchResult", "ToolDocument", "ToolSearchIndex", "catalog_index", "
 
 @dataclass(frozen=True)
 class _BuiltIndex:
-    state: tuple[int, str]
-    dense: bool
-    per_owner: bool
+    key: tuple
     index: ToolSearchIndex
 
 
 _lock = threading.Lock()
-_built: _BuiltIndex | None = None
+_built: dict[str, _BuiltIndex] = {}  # by embedding model
 
 
 def search_catalog(
@@ -52,37 +50,37 @@ def search_catalog(
 
 
 def rank_catalog(
-    query: str, *, limit: int = 20, owner_id: int | None = None, example_weight: float = 1.0
+    query: str, *, model: str, limit: int = 20, owner_id: int | None = None, example_weight: float = 1.0
 ) -> SearchResult:
-    """The best `limit` indexed tools for a query, whatever the decision: evidence for the router only.
+    """The best `limit` indexed tools for a query by `model`, whatever the decision: evidence for the router only.
 
     What a tool's rank says (its operation, its domains) helps decide the request;
     whether the tool may be shown stays the bundle's decision (search_catalog filters).
     """
-    return catalog_index().search(query, allowed=None, limit=limit, owner_id=owner_id, example_weight=example_weight)
+    index = catalog_index(model=model)
+    return index.search(query, allowed=None, limit=limit, owner_id=owner_id, example_weight=example_weight)
 
 
-def catalog_index() -> ToolSearchIndex:
-    """The index of the current catalog; rebuilt when CatalogState moves (one query per call)."""
-    global _built
+def catalog_index(*, model: str | None = None) -> ToolSearchIndex:
+    """The index of the current catalog by `model` (default: the search model); rebuilt when CatalogState moves."""
+    model = model or embeddings.search_model()
     key = (catalog_state(), embeddings.dense_enabled(), bool(settings.TOOLHUB_LEARN_PER_OWNER))
-    built = _built
-    if built is not None and (built.state, built.dense, built.per_owner) == key:
+    built = _built.get(model)
+    if built is not None and built.key == key:
         return built.index
     with _lock:
-        built = _built
-        if built is None or (built.state, built.dense, built.per_owner) != key:
+        built = _built.get(model)
+        if built is None or built.key != key:
             # The state is read before the rows: a change during the build moves it again.
-            built = _BuiltIndex(*key, build_catalog_index(dense=key[1]))
-            _built = built
+            built = _BuiltIndex(key, build_catalog_index(dense=key[1], model=model))
+            _built[model] = built
         return built.index
 
 
 def reset_catalog_index() -> None:
     """Forget the process's index (the next call rebuilds it, reusing stored embeddings)."""
-    global _built
     with _lock:
-        _built = None
+        _built.clear()
 
 
 def catalog_state() -> tuple[int, str]:
@@ -95,7 +93,9 @@ def text_hash(document: ToolDocument) -> str:
     return hashlib.sha256(dense_text(document).encode()).hexdigest()
 
 
-def build_catalog_index(*, dense: bool) -> ToolSearchIndex:
+def build_catalog_index(*, dense: bool, model: str | None = None) -> ToolSearchIndex:
+    """The index of the enabled, policy-active tools and their approved examples, by `model`."""
+    model = model or embeddings.search_model()
     tools = list(
         Tool.objects.filter(enabled=True, policy__status=ToolPolicy.Status.ACTIVE)
         .select_related("policy")
@@ -117,14 +117,20 @@ def build_catalog_index(*, dense: bool) -> ToolSearchIndex:
     if not dense:
         return ToolSearchIndex(documents, examples=examples)
     tool_ids = {tool.name: tool.pk for tool in tools}
-    known = _stored_vectors(documents, tool_ids)
-    known_examples = {row.text: vector for row in rows if (vector := stored_vector(row)) is not None}
+    known = _stored_vectors(documents, tool_ids, model)
+    known_examples = {row.text: vector for row in rows if (vector := stored_vector(row, model=model)) is not None}
+
+    def embed(texts: list[str]) -> np.ndarray:
+        # Looked up at call time so tests can count or replace embed_texts.
+        return embeddings.embed_texts(texts, model=model)
+
     index = ToolSearchIndex(
-        documents, embeddings=known, embedder=_embed, examples=examples, example_embeddings=known_examples
+        documents, embeddings=known, embedder=embed, examples=examples, example_embeddings=known_examples
     )
     fresh = {name: vector for name, vector in index.vectors().items() if name not in known}
-    _store_vectors(fresh, {d.name: d for d in documents}, tool_ids)
-    _store_example_vectors(rows, index.example_vectors(), known_examples)
+    _store_vectors(fresh, {d.name: d for d in documents}, tool_ids, model)
+    if model == embeddings.search_model():  # an example row keeps the search model's vector
+        _store_example_vectors(rows, index.example_vectors(), known_examples)
     return index
 
 
@@ -139,13 +145,8 @@ def tool_document(tool: Tool) -> ToolDocument:
     )
 
 
-def _embed(texts: list[str]) -> np.ndarray:
-    # Looked up at call time so tests can count or replace embed_texts.
-    return embeddings.embed_texts(texts)
-
-
-def _stored_vectors(documents: list[ToolDocument], tool_ids: dict[str, int]) -> dict[str, np.ndarray]:
-    rows = ToolEmbedding.objects.filter(tool_id__in=tool_ids.values(), model_name=embeddings.model_name())
+def _stored_vectors(documents: list[ToolDocument], tool_ids: dict[str, int], model: str) -> dict[str, np.ndarray]:
+    rows = ToolEmbedding.objects.filter(tool_id__in=tool_ids.values(), model_name=embeddings.model_name(model))
     by_tool = {row.tool_id: row for row in rows}
     known = {}
     for document in documents:
@@ -156,11 +157,13 @@ def _stored_vectors(documents: list[ToolDocument], tool_ids: dict[str, int]) -> 
     return known if len(dims) <= 1 else {}
 
 
-def _store_vectors(fresh: dict[str, np.ndarray], documents: dict[str, ToolDocument], tool_ids: dict[str, int]):
+def _store_vectors(
+    fresh: dict[str, np.ndarray], documents: dict[str, ToolDocument], tool_ids: dict[str, int], model: str
+) -> None:
     rows = [
         ToolEmbedding(
             tool_id=tool_ids[name],
-            model_name=embeddings.model_name(),
+            model_name=embeddings.model_name(model),
             text_hash=text_hash(documents[name]),
             vector=np.asarray(vector, dtype="<f4").tobytes(),
             dim=int(vector.shape[0]),
@@ -171,8 +174,8 @@ def _store_vectors(fresh: dict[str, np.ndarray], documents: dict[str, ToolDocume
         ToolEmbedding.objects.bulk_create(
             rows,
             update_conflicts=True,
-            unique_fields=["tool"],
-            update_fields=["model_name", "text_hash", "vector", "dim", "updated_at"],
+            unique_fields=["tool", "model_name"],
+            update_fields=["text_hash", "vector", "dim", "updated_at"],
         )
 
 

@@ -149,7 +149,7 @@ def test_the_request_can_pull_in_a_snippet_of_another_action(demo_knowledge):
 def test_with_embeddings_off_selection_falls_back_to_shared_words(demo_knowledge, settings, monkeypatch):
     settings.TOOLHUB_SEARCH_EMBEDDINGS = False
 
-    def no_dense_model(texts):
+    def no_dense_model(texts, *, model=None):
         raise AssertionError("the dense model is off")
 
     monkeypatch.setattr(embeddings, "embed_texts", no_dense_model)

@@ -27,7 +27,7 @@ from tests.builders import make_policy, make_tool
 DIM = 256
 
 
-def bag_of_words_embedder(texts):
+def bag_of_words_embedder(texts, *, model=None):
     """A stand-in for the dense model: hashed word counts, unit length (fast, deterministic)."""
     rows = np.zeros((len(texts), DIM), dtype=np.float32)
     for row, text in enumerate(texts):
@@ -209,6 +209,23 @@ def test_embeddings_are_stored_and_reused_across_rebuilds(counted_embedder):
     tool.save()
     catalog_search.catalog_index()
     assert tool_texts_embedded(counted_embedder) == ["send email: Send a message by email. Parameters: q."]
+
+
+@pytest.mark.django_db
+def test_each_model_keeps_its_own_stored_vectors(counted_embedder):
+    for name in ("get_weather", "send_email"):
+        make_policy(make_tool(name, description=f"Tool {name.replace('_', ' ')}."))
+    catalog_search.catalog_index()  # the search model
+    catalog_search.catalog_index(model=embeddings.E5_SMALL)  # the router's
+    names = set(ToolEmbedding.objects.values_list("model_name", flat=True))
+    assert names == {embeddings.model_name(embeddings.MINILM), embeddings.model_name(embeddings.E5_SMALL)}
+    assert ToolEmbedding.objects.count() == 4
+
+    counted_embedder.clear()
+    catalog_search.reset_catalog_index()  # as after a restart: both come back from the database
+    catalog_search.catalog_index()
+    catalog_search.catalog_index(model=embeddings.E5_SMALL)
+    assert tool_texts_embedded(counted_embedder) == []
 
 
 @pytest.mark.django_db

@@ -263,12 +263,13 @@ TOOLHUB_ARCHIVE_MAX_NAMES_PER_DOMAIN = env_int("TOOLHUB_ARCHIVE_MAX_NAMES_PER_DO
 TOOLHUB_SEARCH_TOOL = "tool_search"
 # Tool search and routing fuse BM25 with dense embeddings; off -> BM25 only (and the status says so).
 TOOLHUB_SEARCH_EMBEDDINGS = env_bool("TOOLHUB_SEARCH_EMBEDDINGS", True)
-# The dense model (catalog/embeddings.py): multilingual-e5-small (English and Vietnamese) or all-MiniLM-L6-v2.
-TOOLHUB_EMBEDDING_MODEL = os.environ.get("TOOLHUB_EMBEDDING_MODEL", "multilingual-e5-small")
-if TOOLHUB_EMBEDDING_MODEL not in {"multilingual-e5-small", "all-MiniLM-L6-v2"}:
-    raise ImproperlyConfigured(
-        f"TOOLHUB_EMBEDDING_MODEL={TOOLHUB_EMBEDDING_MODEL!r}: use multilingual-e5-small or all-MiniLM-L6-v2."
-    )
+# The dense models (catalog/embeddings.py): tool search ranks with the first, the router reads requests
+# (English and Vietnamese) with the second; each is multilingual-e5-small or all-MiniLM-L6-v2.
+TOOLHUB_SEARCH_MODEL = os.environ.get("TOOLHUB_SEARCH_MODEL", "all-MiniLM-L6-v2")
+TOOLHUB_ROUTING_MODEL = os.environ.get("TOOLHUB_ROUTING_MODEL", "multilingual-e5-small")
+for _name, _model in (("TOOLHUB_SEARCH_MODEL", TOOLHUB_SEARCH_MODEL), ("TOOLHUB_ROUTING_MODEL", TOOLHUB_ROUTING_MODEL)):
+    if _model not in {"multilingual-e5-small", "all-MiniLM-L6-v2"}:
+        raise ImproperlyConfigured(f"{_name}={_model!r}: use multilingual-e5-small or all-MiniLM-L6-v2.")
 # Build the search index (and load the embedding model) when a server or worker starts, not on the first request.
 TOOLHUB_WARM_START = env_bool("TOOLHUB_WARM_START", True)
 # Learning from traffic (agents/learning.py, catalog/examples.py): a good turn's request becomes an example of its tool.

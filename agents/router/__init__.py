@@ -15,7 +15,7 @@ It reads the catalog through catalog.bundle, catalog.search and catalog.decision
 only, and never decides what is exposed (catalog.bundle does).
 """
 
-from catalog import search
+from catalog import embeddings, search
 
 from .examples import example_index
 from .fusion import ConversationState
@@ -31,7 +31,10 @@ from .steward import (
 
 
 def prepare_routing() -> None:
-    """Build the example index (embedding examples without a stored vector) and the phrase lists."""
+    """Load the routing model; build its index of the catalog, the example index and the phrase lists."""
+    if embeddings.dense_enabled():
+        embeddings.load_model(embeddings.routing_model())
+        search.catalog_index(model=embeddings.routing_model())
     example_index()
     lexicon()
 

@@ -13,6 +13,7 @@ tool itself (the bundle does) and never recommends one that policy denies.
 """
 
 import datetime
+import functools
 import re
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -29,7 +30,7 @@ from catalog.models import Action
 from catalog.search import rank_catalog, search_catalog
 
 from .. import flows
-from .examples import EMPTY, ExampleIndex, blend, example_index, generic_form
+from .examples import EMPTY, ExampleIndex, comparable_vectors, example_index
 from .fusion import ConversationState, Evidence, Routed, fuse, segments
 from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Lexicon, lexicon
 
@@ -93,17 +94,19 @@ class StewardContext:
             return search_catalog(query, allowed=allowed, limit=limit, owner_id=owner_id).names
 
         def rank(query: str) -> list[tuple[str, float]]:
-            found = rank_catalog(query, limit=RANKING_LIMIT, owner_id=owner_id, example_weight=RANKING_EXAMPLE_WEIGHT)
+            found = rank_catalog(
+                query, model=model, limit=RANKING_LIMIT, owner_id=owner_id, example_weight=RANKING_EXAMPLE_WEIGHT
+            )
             return list(zip(found.names, found.scores, strict=True))
 
-        dense = embeddings.dense_enabled()
+        dense, model = embeddings.dense_enabled(), embeddings.routing_model()
         return cls(
             entries=current_catalog(),
             search=search,
             lexicon=lexicon(),
             rank=rank,
             examples=example_index(),
-            embed=embeddings.embed_texts if dense else None,
+            embed=functools.partial(embeddings.embed_texts, model=model) if dense else None,
             owner_id=owner_id,
         )
 
@@ -158,7 +161,7 @@ def gather(texts: list[str], context: StewardContext) -> list[Evidence]:
     by_name = {entry.name: entry for entry in context.entries}
     vectors = None
     if context.embed is not None and len(context.examples):
-        vectors = blend(context.embed(texts), context.embed([generic_form(text) for text in texts]))
+        vectors = comparable_vectors(texts, context.embed)
     found = []
     for position, text in enumerate(texts):
         ranking = context.rank(text) if context.rank is not None else []
