@@ -34,9 +34,13 @@ def make_user(username="ops", role="operator", password="a-long-test-password"):
     return user
 
 
-def restore_default_action_words() -> None:
-    """The action words migration 0003 seeds; a transactional test's flush removes them for the tests after it."""
+def restore_migrated_routing_data() -> None:
+    """The action words (migration 0003) and intent examples (0008) the router reads, as migrated.
+
+    A transactional test's flush removes them for the tests after it.
+    """
     importlib.import_module("agents.migrations.0003_default_action_words").add_words(apps, None)
+    importlib.import_module("agents.migrations.0008_default_intent_examples").add_examples(apps, None)
 
 
 def at_once(count: int, work) -> list[tuple[str, object]]:

@@ -2,8 +2,8 @@
 
 Step one calls the steward's recommended tools whose arguments it can read
 from the request (an arithmetic expression, a city or IANA zone, a search
-query). Step two composes the answer from the tool results and the knowledge
-snippets. It says plainly what it cannot do; it never pretends to know.
+query). Step two composes the answer from the tool results, or, when no tool
+ran, from the knowledge snippets. It says plainly what it cannot do; it never pretends to know.
 """
 
 import json
@@ -108,8 +108,8 @@ class BuiltinProvider:
 
     def _answer(self, results, hints: TurnHints) -> Iterator[ModelChunk]:
         parts = [describe(tool, result) for tool, result in results]
-        for snippet in hints.knowledge:
-            parts.append(f"{snippet['text']} (source: {snippet['source']})")
+        if not results:  # a tool's answer stands alone; without one, the knowledge base answers
+            parts += [f"{snippet['text']} (source: {snippet['source']})" for snippet in hints.knowledge]
         if not parts:
             parts.append(
                 "I am toolhub's builtin offline model (rule-based): I answer with tools and the knowledge base "

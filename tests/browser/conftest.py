@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import restore_default_action_words
+from tests.builders import restore_migrated_routing_data
 from tests.servers import ROOT, celery_worker, daphne, database_env
 
 CHROMIUM = "/usr/bin/chromium"
@@ -62,7 +62,7 @@ def load_stack_data(data_dir: Path) -> None:
     from toolhub.roles import ensure_groups
 
     groups = ensure_groups()
-    restore_default_action_words()  # as migrated; the flush of an earlier transactional test removes them
+    restore_migrated_routing_data()  # as migrated; the flush of an earlier transactional test removes them
     load_demo_catalog()
     server = McpServer.objects.create(
         name="loyalty",

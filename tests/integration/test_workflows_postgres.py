@@ -25,7 +25,7 @@ from agents.workflows import (
 from catalog.demo_catalog import load_demo_catalog
 from catalog.mcp_sync import sync_server
 from catalog.models import McpServer
-from tests.builders import at_once, restore_default_action_words
+from tests.builders import at_once, restore_migrated_routing_data
 from tests.scripted_openai import ScriptedOpenAI
 from tests.servers import celery_worker, database_env
 from toolhub.celery import app
@@ -271,7 +271,7 @@ def test_restart_a_rule_workflow_continues_from_its_stored_phase_after_its_worke
     """The staged rule flow runs in a real worker; the worker dies (SIGKILL) inside the next turn; a new
     worker runs that turn again (as the broker's redelivery of the unacked task would) from the phase stored
     in PostgreSQL, with nothing kept in any process's memory."""
-    restore_default_action_words()  # "create" is an action word; an earlier transactional test flushed them
+    restore_migrated_routing_data()  # the router reads them; an earlier transactional test flushed them
     load_demo_catalog()
     loyalty = McpServer.objects.create(
         name="loyalty", command=sys.executable,
