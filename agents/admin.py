@@ -7,6 +7,7 @@ from .models import (
     IntentExample,
     Message,
     ModelProfile,
+    MoodWord,
     RoutingLog,
     Turn,
     TurnEvent,
@@ -65,6 +66,15 @@ class WorkflowAdmin(admin.ModelAdmin):
 class ActionWordAdmin(admin.ModelAdmin):
     list_display = ("phrase", "action")
     list_filter = ("action",)
+    search_fields = ("phrase",)
+
+
+@admin.register(MoodWord)
+class MoodWordAdmin(admin.ModelAdmin):
+    """Question and request cues: a question that asks for no action never decides a write."""
+
+    list_display = ("phrase", "mood", "position")
+    list_filter = ("mood", "position")
     search_fields = ("phrase",)
 
 

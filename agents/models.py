@@ -30,6 +30,40 @@ class ActionWord(models.Model):
         super().save(*args, **kwargs)
 
 
+class MoodWord(models.Model):
+    """A word or phrase that marks a request as a question or as a request for an action.
+
+    The router reads a question ("M-42 còn bao nhiêu điểm?", "do we have a rule for
+    weekends?") as a wish to read: a question that asks for no action never decides a
+    write (agents/router/fusion.py). A request cue ("can you", "giúp", "được không")
+    overrides it: "tạm dừng SUMMER24 được không?" asks for the pause.
+    """
+
+    class Mood(models.TextChoices):
+        QUESTION = "question", "question"
+        REQUEST = "request", "request for an action"
+
+    class Position(models.TextChoices):
+        ANYWHERE = "anywhere", "anywhere"
+        START = "start", "first words of the request"
+        END = "end", "last words of the request"
+
+    phrase = models.CharField(max_length=100)
+    mood = models.CharField(max_length=16, choices=Mood.choices)
+    position = models.CharField(max_length=16, choices=Position.choices, default=Position.ANYWHERE)
+
+    class Meta:
+        ordering = ["mood", "phrase"]
+        constraints = [models.UniqueConstraint(fields=["phrase", "position"], name="mood_word_unique_phrase")]
+
+    def __str__(self):
+        return f"{self.phrase} -> {self.mood} ({self.position})"
+
+    def save(self, *args, **kwargs):
+        self.phrase = " ".join(self.phrase.lower().split())
+        super().save(*args, **kwargs)
+
+
 class IntentExample(models.Model):
     """A request and what it wants (action, domains), in any language: evidence for the router.
 

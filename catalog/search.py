@@ -12,10 +12,12 @@ TOOLHUB_LEARN_PER_OWNER on, an example learned from one owner's traffic helps on
 that owner's searches (`owner_id`); a search with no owner sees the shared ones.
 """
 
+import contextlib
+import contextvars
 import hashlib
 import logging
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,10 +85,33 @@ def reset_catalog_index() -> None:
         _built.clear()
 
 
+_pinned_state: contextvars.ContextVar[tuple[int, str] | None] = contextvars.ContextVar("catalog_state", default=None)
+
+
 def catalog_state() -> tuple[int, str]:
-    """(version, stamp) of the catalog; (0, "") before the first change."""
+    """(version, stamp) of the catalog; (0, "") before the first change. Inside
+    `one_catalog_state` it is the state read when the block started, without a query."""
+    pinned = _pinned_state.get()
+    if pinned is not None:
+        return pinned
     row = CatalogState.objects.filter(pk=CatalogState.SINGLETON_ID).values_list("version", "stamp").first()
     return row or (0, "")
+
+
+@contextlib.contextmanager
+def one_catalog_state(state: tuple[int, str] | None = None) -> Iterator[tuple[int, str]]:
+    """Read the catalog state once (or take `state`) for the whole block.
+
+    Every cache keyed on the state (the catalog, its indexes, the lexicon, the example
+    index) then checks freshness against the same reading: one query per request
+    instead of one per cache, and no request sees half of a catalog change.
+    """
+    state = state if state is not None else catalog_state()
+    token = _pinned_state.set(state)
+    try:
+        yield state
+    finally:
+        _pinned_state.reset(token)
 
 
 def text_hash(document: ToolDocument) -> str:

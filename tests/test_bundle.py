@@ -42,7 +42,7 @@ def entry(name, policy_view=None, *, deferred=False, always_load=False, enabled=
     )
 
 
-def decide(action="answer", domains=("loyalty",), confidence=0.9, phase="", side_query=False):
+def decide(action="answer", domains=("loyalty",), confidence=1.0, phase="", side_query=False):
     return RoutingDecision(
         action=action, domains=frozenset(domains), confidence=confidence, phase=phase, side_query=side_query
     )

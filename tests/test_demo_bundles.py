@@ -20,9 +20,9 @@ TYPICAL = [
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("action,domains,recommended", TYPICAL)
-def test_typical_request_loads_at_most_a_tenth_of_the_catalog(action, domains, recommended):
+def test_typical_request_loads_at_most_a_tenth_of_the_catalog(action, domains, recommended, settings):
     load_demo_catalog()
-    decision = RoutingDecision(action, frozenset(domains), 0.9)
+    decision = RoutingDecision(action, frozenset(domains), settings.TOOLHUB_MIN_CONFIDENCE)
     bundle = build_bundle(decision, load_catalog(), recommended=recommended)
     assert set(recommended) <= set(bundle.loaded_names)
     assert "purge_container_images" not in bundle.searchable_names()

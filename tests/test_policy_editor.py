@@ -159,7 +159,7 @@ def test_simulate_policy_reports_added_and_removed_tools_and_token_change():
     catalog = load_catalog()
     replays = [
         Replay(RoutingDecision("get", frozenset({"general"}), 0.9)),
-        Replay(RoutingDecision("create", frozenset({"shop"}), 0.9)),
+        Replay(RoutingDecision("create", frozenset({"shop"}), 1.0)),
         Replay(RoutingDecision("create", frozenset({"shop"}), 0.2)),
     ]
     deny_weather = snapshot(weather) | {"status": "rejected"}

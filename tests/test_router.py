@@ -203,3 +203,74 @@ def test_calibration_is_monotone_and_derives_the_write_gate():
     # Writes from the 0.45 bin up are right 19 of 20 times (>= 0.9): the gate is that bin's calibrated value.
     assert fitted["min_confidence"] == pytest.approx(0.9, abs=0.001)
     assert calibration.fit([(0.9, False, True)])["min_confidence"] == 1.0
+
+
+def test_a_full_top_bin_does_not_carry_the_wrong_writes_of_a_low_one():
+    # Pooled from the lowest bin, 20 right writes out of 22 would pass 0.9 and open the gate at 0.
+    samples = [(0.1, False, True), (0.35, False, True)] + [(0.95, True, True)] * 20
+    fitted = calibration.fit(samples)
+    assert fitted["min_confidence"] == fitted["bins"][-1]["calibrated"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "does member M-300 still have any vouchers left?",
+        "voucher của khách M-300 còn hạn không",
+        "is the weekend bonus campaign paused?",
+    ],
+)
+def test_a_question_that_asks_for_no_action_never_decides_a_write(text):
+    result = analyze(text)
+    assert result.decision.action not in WRITES
+    assert result.recommended_tools
+    assert not set(result.recommended_tools) - set(allowed_names(result.decision, load_catalog()))
+
+
+def test_a_request_cue_keeps_a_write_that_is_phrased_as_a_question():
+    result = analyze("bạn tạm dừng chiến dịch SUMMER24 giúp mình được không?")
+    assert result.decision.action == Action.EXECUTE
+    assert "pause_campaign" in result.recommended_tools
+
+
+def test_a_request_that_opens_with_a_read_verb_reads_whatever_it_names():
+    result = analyze("liệt kê giúp mình những chiến dịch đã bị tạm dừng")
+    assert result.decision.action in {Action.LIST, Action.SEARCH, Action.GET}
+    assert "pause_campaign" not in result.recommended_tools
+
+
+def test_mood_cues_come_from_data():
+    from agents.models import MoodWord
+
+    text = "M-300 vouchers lah"
+    before = StewardContext.current().lexicon.match(text)
+    assert not before.question
+    MoodWord.objects.create(phrase="lah", mood=MoodWord.Mood.QUESTION, position=MoodWord.Position.END)
+    assert StewardContext.current().lexicon.match(text).question
+
+
+def test_vietnamese_typed_without_diacritics_reads_like_with_them():
+    lexicon = StewardContext.current().lexicon
+    assert lexicon.match("tam dung campaign SUMMER24").actions == lexicon.match("tạm dừng campaign SUMMER24").actions
+    # One-word forms are not folded: English "them" is not Vietnamese "thêm" (add).
+    assert not lexicon.match("send them the report").actions.get(Action.CREATE)
+    assert recommended("khach M-205 con bao nhieu diem")[0] == "get_member_balance"
+    assert recommended("liet ke cac chien dich dang chay")[0] == "list_campaigns"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "create a campaign 'Back to School' running Aug 1-31",
+        "tạo chiến dịch 'Mừng 8/3' chạy từ 1/3 đến 10/3",
+        "show the points of M-100",
+    ],
+)
+def test_dates_quoted_names_and_ids_are_not_arithmetic(text):
+    assert "calculate" not in recommended(text)
+
+
+def test_a_request_reads_the_catalog_state_once(django_assert_max_num_queries):
+    analyze("list the active campaigns")  # warm: indexes built
+    with django_assert_max_num_queries(1):
+        analyze("how many points does M-100 have")

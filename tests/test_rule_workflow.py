@@ -78,7 +78,7 @@ def test_a_confident_create_rule_request_starts_the_workflow_with_only_the_draft
 
 
 def test_a_request_that_is_not_a_confident_create_starts_no_workflow():
-    confident = RoutingDecision("create", frozenset({"loyalty"}), 0.9)
+    confident = RoutingDecision("create", frozenset({"loyalty"}), 1.0)
     assert flow_to_start(confident, ("create_rule",)).kind == "loyalty_rule"
     assert flow_to_start(RoutingDecision("create", frozenset({"loyalty"}), 0.4), ("create_rule",)) is None
     assert flow_to_start(RoutingDecision("list", frozenset({"loyalty"}), 0.9), ("create_rule",)) is None

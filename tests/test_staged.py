@@ -51,7 +51,7 @@ def test_each_rule_creation_step_loads_far_fewer_tokens_than_create_rule():
         ("rule_submit", {}, "submit_rule"),
     ]
     for phase, choices, tool in steps:
-        decision = RoutingDecision("create", frozenset({"loyalty", "campaigns"}), 0.9, phase)
+        decision = RoutingDecision("create", frozenset({"loyalty", "campaigns"}), 1.0, phase)
         bundle = build_bundle(decision, catalog, choices=choices)
         assert tool in bundle.loaded_names
         assert "create_rule" not in bundle.loaded_names

@@ -270,6 +270,8 @@ TOOLHUB_ROUTING_MODEL = os.environ.get("TOOLHUB_ROUTING_MODEL", "multilingual-e5
 for _name, _model in (("TOOLHUB_SEARCH_MODEL", TOOLHUB_SEARCH_MODEL), ("TOOLHUB_ROUTING_MODEL", TOOLHUB_ROUTING_MODEL)):
     if _model not in {"multilingual-e5-small", "all-MiniLM-L6-v2"}:
         raise ImproperlyConfigured(f"{_name}={_model!r}: use multilingual-e5-small or all-MiniLM-L6-v2.")
+# OpenMP threads of the e5 engine (catalog/embeddings.py says why two, with a sleeping wait).
+TOOLHUB_ROUTING_THREADS = env_int("TOOLHUB_ROUTING_THREADS", 2)
 # Build the search index (and load the embedding model) when a server or worker starts, not on the first request.
 TOOLHUB_WARM_START = env_bool("TOOLHUB_WARM_START", True)
 # Learning from traffic (agents/learning.py, catalog/examples.py): a good turn's request becomes an example of its tool.

@@ -7,7 +7,7 @@ and writes calibration.json beside this module: the table, the map, and the
 minimum confidence derived from it. A decision is right when its case passes and
 it reads or writes as the case expects. The gate only matters for writes, so the
 minimum is the calibrated value of the lowest bin from which the write decisions
-are right at least TARGET_PRECISION of the time. settings.TOOLHUB_MIN_CONFIDENCE
+of each bin are right at least TARGET_PRECISION of the time. settings.TOOLHUB_MIN_CONFIDENCE
 defaults to that value. The README's benchmark section prints the table.
 """
 
@@ -59,13 +59,14 @@ def fit(samples: list[tuple[float, bool, bool]]) -> dict:
         for i in members:
             mapped[i] = round(right / cases, 3)
     points = [(bins[i].low, mapped[i]) for i in sorted(mapped)]
+    # The lowest bin from which the writes of every bin (each on its own, not pooled: a
+    # pool lets a full top bin carry the wrong writes of a low one) are right at least
+    # TARGET_PRECISION of the time.
     min_confidence = 1.0
-    for i in sorted(mapped):
-        right = sum(b.right for b in write_bins[i:])
-        cases = sum(b.cases for b in write_bins[i:])
-        if cases and right / cases >= TARGET_PRECISION:
-            min_confidence = mapped[i]
+    for i in sorted(mapped, reverse=True):
+        if write_bins[i].cases and write_bins[i].right / write_bins[i].cases < TARGET_PRECISION:
             break
+        min_confidence = mapped[i]
     return {
         "target_precision": TARGET_PRECISION,
         "bins": [

@@ -23,7 +23,7 @@ from catalog.models import Action, ToolExample, ToolPolicy
 from catalog.search import catalog_state
 
 from ..models import IntentExample
-from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS
+from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, is_plain, without_diacritics
 
 # With at least this many examples their mean vector is taken out of every vector before
 # comparing: e5's vectors share a large common part ("a short question") that otherwise
@@ -57,7 +57,9 @@ def generic_form(text: str) -> str:
 
 def comparable_vectors(texts: list[str], embed) -> np.ndarray:
     """The vectors examples and requests are compared in: written + generic form, unit length."""
-    return _unit(np.asarray(embed(texts), dtype=np.float32) + np.asarray(embed(list(map(generic_form, texts)))))
+    # One engine call for both forms: the engine packs all texts into one forward pass.
+    vectors = np.asarray(embed([*texts, *map(generic_form, texts)]), dtype=np.float32)
+    return _unit(vectors[: len(texts)] + vectors[len(texts) :])
 
 
 @dataclass(frozen=True)
@@ -83,24 +85,47 @@ class Neighbours:
         return not self.actions
 
 
-class ExampleIndex:
-    """Unit vectors of labelled examples; `nearest` is one matrix-vector product."""
+class _Space:
+    """One matrix of example vectors, centred when there are enough of them."""
 
-    def __init__(self, labels: list[Label], matrix: np.ndarray, owners: list[int | None] | None = None):
-        self.labels = labels
-        self.centre = matrix.mean(axis=0) if len(labels) >= CENTRE_FROM else None
+    def __init__(self, matrix: np.ndarray):
+        self.centre = matrix.mean(axis=0) if len(matrix) >= CENTRE_FROM else None
         self.matrix = _unit(matrix - self.centre) if self.centre is not None else matrix
+
+    def similarity(self, vector: np.ndarray) -> np.ndarray:
+        if self.centre is not None:
+            vector = _unit(vector - self.centre)
+        return self.matrix @ vector
+
+
+class ExampleIndex:
+    """Unit vectors of labelled examples; `nearest` is one matrix-vector product.
+
+    `plain_matrix` holds the same examples written without diacritics (rows aligned
+    with `matrix`): a request typed without them ("tam dung campaign") is compared
+    with examples typed the same way, as e5 reads "tạm dừng" and "tam dung" apart.
+    """
+
+    def __init__(
+        self,
+        labels: list[Label],
+        matrix: np.ndarray,
+        owners: list[int | None] | None = None,
+        plain_matrix: np.ndarray | None = None,
+    ):
+        self.labels = labels
+        self.space = _Space(matrix)
+        self.plain_space = _Space(plain_matrix) if plain_matrix is not None else self.space
         self.owners = np.array([owner or 0 for owner in (owners or [None] * len(labels))], dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.labels)
 
-    def nearest(self, vector: np.ndarray | None, *, owner_id: int | None = None) -> Neighbours:
+    def nearest(self, vector: np.ndarray | None, *, owner_id: int | None = None, plain: bool = False) -> Neighbours:
+        """The nearest examples' votes; `plain`: the request has no diacritics."""
         if vector is None or not len(self.labels):
             return Neighbours()
-        if self.centre is not None:
-            vector = _unit(vector - self.centre)
-        similarity = self.matrix @ vector
+        similarity = (self.plain_space if plain else self.space).similarity(vector)
         hidden = self.owners != 0
         if hidden.any():  # a learned example of one owner helps only that owner
             similarity[hidden & (self.owners != (owner_id or -1))] = -1.0
@@ -162,16 +187,21 @@ def load_examples() -> ExampleIndex:
         texts.append(row.text)
         vectors.append(None)  # a stored vector is of the text alone (search's); this index compares blends
         owners.append(row.owner_id)
+    embed = functools.partial(embeddings.embed_texts, model=embeddings.routing_model())
     missing = [i for i, vector in enumerate(vectors) if vector is None]
     if missing:
-        embed = functools.partial(embeddings.embed_texts, model=embeddings.routing_model())
         fresh = comparable_vectors([texts[i] for i in missing], embed)
         for i, vector in zip(missing, fresh, strict=True):
             vectors[i] = vector
         _store_intent_vectors([(intents[i], vectors[i]) for i in missing if i < len(intents)])
     if not labels:
         return EMPTY
-    return ExampleIndex(labels, np.vstack(vectors).astype(np.float32, copy=False), owners)
+    matrix = np.vstack(vectors).astype(np.float32, copy=False)
+    marked = [i for i, text in enumerate(texts) if not is_plain(text)]
+    plain = matrix.copy()
+    if marked:
+        plain[marked] = comparable_vectors([without_diacritics(texts[i]) for i in marked], embed)
+    return ExampleIndex(labels, matrix, owners, plain_matrix=plain)
 
 
 def _intent_vector(row: IntentExample) -> np.ndarray | None:

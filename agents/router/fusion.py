@@ -7,7 +7,8 @@ Three signals vote, each as shares that sum to one:
 - ranking: the hybrid tool search over the whole catalog (dense + BM25 + tool
   examples); the top tools' policies vote their operation (as an action) and
   their domains; the structure of the policies, not their names;
-- lexicon (lexicon.py): phrase lists, weakest.
+- lexicon (lexicon.py): phrase lists, weakest; its mood cues say whether the
+  request is a question that asks for no action, which never decides a write.
 
 action = argmax of the weighted votes; domains = those within DOMAIN_SHARE of the
 best domain's votes; the raw confidence is the winning action's share times the
@@ -33,6 +34,8 @@ from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Hits
 NEIGHBOUR_WEIGHT = 0.5
 RANKING_WEIGHT = 0.35
 LEXICON_WEIGHT = 0.15
+# The lexicon's weight when the request opens with an action phrase (Hits.lead_action).
+LEAD_WEIGHT = 0.3
 # The ranking's votes: the top RANKING_DEPTH tools, softmax of their scores at this temperature.
 RANKING_DEPTH = 8
 RANKING_TEMPERATURE = 0.03
@@ -46,6 +49,8 @@ DOMAIN_SHARE = 0.5
 ANSWER_SHARE = 0.5
 # A write's raw confidence is scaled down until its non-ranking votes reach this.
 WRITE_WITNESS = 0.1
+# A question that asks for no action and still reads as a write keeps this share of its confidence.
+QUESTION_WRITE_FACTOR = 0.5
 # A write inside a workflow continues it; its confidence is the workflow's.
 CONFIDENCE_IN_WORKFLOW = 0.95
 
@@ -79,6 +84,7 @@ class Routed:
     needs_tool: bool
     raw_confidence: float
     tool_scores: dict[str, float] = field(default_factory=dict)
+    reads_only: bool = False  # the text wants to read (lexicon.Hits.reads_only)
 
 
 def _shares(counter: Counter) -> dict:
@@ -107,8 +113,15 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     neighbours = evidence.neighbours
     tools, rank_actions, rank_domains = ranking_votes(evidence)
     lex_actions, lex_domains = _shares(evidence.hits.actions), _shares(evidence.hits.domains)
+    lexicon_weight = LEXICON_WEIGHT
+    if evidence.hits.lead_action and evidence.hits.domains:
+        # The verb a request opens with, on an object the catalog knows, is its action ("create
+        # a campaign ... running Aug 1-31"): the phrase lists then vote for it alone, with more
+        # weight (still outvoted by the others). "create something for me" names no object.
+        lex_actions = {evidence.hits.lead_action: 1.0}
+        lexicon_weight = LEAD_WEIGHT
 
-    weights = {"neighbours": NEIGHBOUR_WEIGHT, "ranking": RANKING_WEIGHT, "lexicon": LEXICON_WEIGHT}
+    weights = {"neighbours": NEIGHBOUR_WEIGHT, "ranking": RANKING_WEIGHT, "lexicon": lexicon_weight}
     if neighbours.empty:
         weights["neighbours"] = 0.0
     if not lex_actions and not lex_domains:
@@ -139,7 +152,16 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     tool_actions = {a: v for a, v in actions.items() if a != Action.ANSWER}
     if needs_tool and tool_actions:
         action = max(tool_actions, key=lambda a: (tool_actions[a], a in READ_ACTIONS))
+        if action not in READ_ACTIONS and evidence.hits.reads_only:
+            # A request that opens with a read verb, or a question that asks for no action ("does
+            # M-42 still have points?"), wants to read: its best read action decides, or, with no
+            # read in sight, the write stays unconfident.
+            reads = {a: v for a, v in tool_actions.items() if a in READ_ACTIONS}
+            if reads:
+                action = max(reads, key=reads.get)
         raw = tool_actions[action] / sum(tool_actions.values()) * (1.0 - answer_share)
+        if action not in READ_ACTIONS and evidence.hits.reads_only:
+            raw *= QUESTION_WRITE_FACTOR
         if action not in READ_ACTIONS:
             # A write needs a witness besides the ranking (an operator's example or a phrase):
             # examples learned from traffic lift tools in the ranking, and must not make a write.
@@ -161,7 +183,7 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     decision = RoutingDecision(action=action, domains=domains, confidence=confidence)
     if state.workflow_phase:
         decision = in_workflow(decision, state)
-    return Routed(decision, needs_tool, raw, tool_scores)
+    return Routed(decision, needs_tool, raw, tool_scores, reads_only=evidence.hits.reads_only)
 
 
 def in_workflow(decision: RoutingDecision, state: ConversationState) -> RoutingDecision:

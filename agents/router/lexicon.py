@@ -1,7 +1,8 @@
 """The phrase lists: one weak signal of the router among the others (fusion.py weighs it).
 
 Every word comes from data: ActionWord rows (verbs in any language), Domain
-names and aliases, and the aliases of active tool policies. An operator adds a
+names and aliases, the aliases of active tool policies, and MoodWord rows (the
+cues of a question and of a request for an action). An operator adds a
 word in the admin and the lexicon knows it; there is no word list in this
 module. Matching is whole words on normalised text, never substrings of tool
 names. It decides nothing on its own: a phrase only votes.
@@ -15,8 +16,10 @@ from dataclasses import dataclass, field
 from catalog.models import Action, Domain, Operation, ToolPolicy
 from catalog.search import catalog_state
 
-from ..models import ActionWord
+from ..models import ActionWord, MoodWord
 
+# An action phrase that starts within the first LEAD_WORDS words leads the request ("please list ...").
+LEAD_WORDS = 3
 # What a tool's operation says about the action of a request that names it.
 ACTION_OF_OPERATION = {
     Operation.READ: Action.GET,
@@ -38,12 +41,78 @@ class Hits:
     domains: Counter = field(default_factory=Counter)
     tools: tuple[str, ...] = ()
     first_action_at: dict = field(default_factory=dict)
+    lead_action: str = ""  # the action of a phrase among the first LEAD_WORDS words: "liệt kê ...", "create ..."
+    question: bool = False  # a question cue (MoodWord): "bao nhiêu", "do we have", a final "?"
+    request: bool = False  # a request cue: "can you", "giúp", "được không"
+
+    @property
+    def reads_only(self) -> bool:
+        """The request wants to read, never to write: it opens with a read verb ("liệt kê các
+        chiến dịch đang tạm dừng"), or it is a question that asks for no action."""
+        if self.lead_action:
+            return self.lead_action in READ_ACTIONS
+        return self.question and not self.request
+
+
+def without_diacritics(text: str) -> str:
+    """The text as people type it without a Vietnamese keyboard: "tạm dừng" -> "tam dung"."""
+    text = unicodedata.normalize("NFD", text.replace("đ", "d").replace("Đ", "D"))
+    return unicodedata.normalize("NFC", "".join(ch for ch in text if not unicodedata.combining(ch)))
+
+
+def is_plain(text: str) -> bool:
+    """True for a text with no diacritics (English, or Vietnamese typed without its marks)."""
+    return without_diacritics(text) == text
+
+
+def _with_plain_forms(words: dict) -> dict:
+    """The phrases, plus each phrase of two or more words that has diacritics as typed without
+    them ("tạm dừng" -> "tam dung"); one-word forms are left out ("thêm" -> "them", "các" -> "cac")."""
+    plain = {}
+    for phrase, value in words.items():
+        form = without_diacritics(phrase)
+        if form != phrase and len(form.split()) >= 2 and form not in words:
+            plain.setdefault(form, value)
+    return words | plain
 
 
 def normalize(text: str) -> str:
     text = unicodedata.normalize("NFC", text).lower()
     text = re.sub(r"[^\w'%]+", " ", text)
     return " ".join(text.split())
+
+
+def mood_form(text: str) -> str:
+    """Lower case, words and question marks as tokens: the form mood cues are matched in."""
+    text = unicodedata.normalize("NFC", text).lower().replace("?", " ? ")
+    return " ".join(re.sub(r"[^\w'%?]+", " ", text).split())
+
+
+class MoodCues:
+    """Compiled MoodWord rows of one mood: a phrase anywhere, first or last in the request."""
+
+    def __init__(self, rows: list[tuple[str, str]]):
+        by_position = defaultdict(set)
+        for phrase, position in rows:
+            if mood_form(phrase):
+                by_position[position].add(re.escape(mood_form(phrase)))
+
+        def compile_(position: str, template: str) -> re.Pattern | None:
+            phrases = sorted(by_position.get(position, ()), key=lambda p: (-len(p), p))
+            return re.compile(template.format("|".join(phrases))) if phrases else None
+
+        self.patterns = [
+            pattern
+            for pattern in (
+                compile_(MoodWord.Position.ANYWHERE, r"(?<!\S)(?:{})(?!\S)"),
+                compile_(MoodWord.Position.START, r"^(?:{})(?!\S)"),
+                compile_(MoodWord.Position.END, r"(?<!\S)(?:{})$"),
+            )
+            if pattern is not None
+        ]
+
+    def found_in(self, form: str) -> bool:
+        return any(pattern.search(form) for pattern in self.patterns)
 
 
 def _pattern(phrases) -> re.Pattern | None:
@@ -56,11 +125,20 @@ def _pattern(phrases) -> re.Pattern | None:
 class Lexicon:
     """The phrase lists, compiled once per catalog state."""
 
-    def __init__(self, action_words: dict[str, str], domain_words: dict[str, set[str]], tool_words: dict):
-        self.action_words = {normalize(k): v for k, v in action_words.items()}
-        self.domain_words = {normalize(k): v for k, v in domain_words.items()}
+    def __init__(
+        self,
+        action_words: dict[str, str],
+        domain_words: dict[str, set[str]],
+        tool_words: dict,
+        mood_words: list[tuple[str, str, str]] = (),
+    ):
+        # mood_words: (phrase, mood, position) rows
+        self.question_cues = MoodCues([(p, pos) for p, mood, pos in mood_words if mood == MoodWord.Mood.QUESTION])
+        self.request_cues = MoodCues([(p, pos) for p, mood, pos in mood_words if mood == MoodWord.Mood.REQUEST])
+        self.action_words = _with_plain_forms({normalize(k): v for k, v in action_words.items()})
+        self.domain_words = _with_plain_forms({normalize(k): v for k, v in domain_words.items()})
         # phrase -> list of (tool name, action, domains)
-        self.tool_words = {normalize(k): v for k, v in tool_words.items()}
+        self.tool_words = _with_plain_forms({normalize(k): v for k, v in tool_words.items()})
         self.action_pattern = _pattern(self.action_words)
         self.domain_pattern = _pattern(self.domain_words)
         self.tool_pattern = _pattern(self.tool_words)
@@ -71,11 +149,14 @@ class Lexicon:
         domains: Counter = Counter()
         first_action_at: dict = {}
         tools: list[str] = []
+        lead_action = ""
         if self.action_pattern:
             for found in self.action_pattern.finditer(normalized):
                 action = self.action_words[found.group(0)]
                 actions[action] += len(found.group(0).split())
                 first_action_at.setdefault(action, found.start())
+                if not lead_action and normalized[: found.start()].count(" ") < LEAD_WORDS:
+                    lead_action = action
         if self.domain_pattern:
             for found in self.domain_pattern.finditer(normalized):
                 for domain in self.domain_words[found.group(0)]:
@@ -89,7 +170,16 @@ class Lexicon:
                     first_action_at.setdefault(action, found.start())
                     for domain in tool_domains:
                         domains[domain] += 1
-        return Hits(actions, domains, tuple(dict.fromkeys(tools)), first_action_at)
+        form = mood_form(text)
+        return Hits(
+            actions,
+            domains,
+            tuple(dict.fromkeys(tools)),
+            first_action_at,
+            lead_action=lead_action,
+            question=self.question_cues.found_in(form),
+            request=self.request_cues.found_in(form),
+        )
 
 
 def load_lexicon() -> "Lexicon":
@@ -108,7 +198,8 @@ def load_lexicon() -> "Lexicon":
         domains = tuple(sorted(domain.name for domain in policy.domains.all()))
         for alias in policy.aliases:
             tool_words[alias].append((policy.tool.name, ACTION_OF_OPERATION[policy.operation], domains))
-    return Lexicon(action_words, domain_words, tool_words)
+    mood_words = list(MoodWord.objects.values_list("phrase", "mood", "position"))
+    return Lexicon(action_words, domain_words, tool_words, mood_words)
 
 
 _current: tuple[tuple, "Lexicon"] | None = None

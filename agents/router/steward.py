@@ -12,6 +12,7 @@ back to these rules: the steward never blocks an answer. It never exposes a
 tool itself (the bundle does) and never recommends one that policy denies.
 """
 
+import contextlib
 import datetime
 import functools
 import re
@@ -27,12 +28,12 @@ from catalog import embeddings
 from catalog.bundle import allowed_names
 from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
 from catalog.models import Action
-from catalog.search import rank_catalog, search_catalog
+from catalog.search import one_catalog_state, rank_catalog, search_catalog
 
 from .. import flows
 from .examples import EMPTY, ExampleIndex, comparable_vectors, example_index
 from .fusion import ConversationState, Evidence, Routed, fuse, segments
-from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Lexicon, lexicon
+from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Lexicon, is_plain, lexicon
 
 
 class Intent:
@@ -55,6 +56,21 @@ ARITHMETIC = re.compile(
     r"\d\s*[-+*/×÷^]\s*[-(]?\s*\d"
     r"|\d+(?:\.\d+)?\s*%\s*(?:of|của)\s*\d"
     r"|\b(?:sqrt|cbrt|log|ln|exp|sin|cos|tan|abs|pow|round|floor|ceil)\s*\(",
+    re.IGNORECASE,
+)
+# What looks like arithmetic but is not: a quoted name ("the 'Mừng 8/3' campaign"), a date
+# ("2025-01-31", "from 1/3 to 10/3", "Aug 1-31", "ngày 15/8") or a code with a dash ("M-100").
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+NOT_ARITHMETIC = re.compile(
+    r"(['\"“‘«]).*?(?:\1|[\"”’»])"
+    r"|\b\d{4}-\d{1,2}-\d{1,2}\b"
+    r"|\b\d{1,2}/\d{1,2}/\d{2,4}\b"
+    r"|(?:\b(?:ngày|từ|đến|tới|sang|hôm|on|from|to|until|till|by|since|before|after)\s+)\d{1,2}/\d{1,2}\b"
+    r"|\b\d{1,2}/\d{1,2}(?=\s*(?:-|–|đến|tới|to|until)\s*\d{1,2}/\d{1,2}\b)"
+    r"|\b" + _MONTH + r"\s+\d{1,2}\s*[-–]\s*\d{1,2}\b"
+    r"|\b\d{1,2}\s*[-–]\s*\d{1,2}\s+" + _MONTH + r"(?!\w)"
+    r"|\b(?:tháng|thang)\s+\d{1,2}\s*[-–]\s*\d{1,2}\b"
+    r"|\b[A-Za-z]+-\d[\w-]*",
     re.IGNORECASE,
 )
 # A request longer than this is routed on its first MAX_ROUTED_CHARS (a pasted document
@@ -85,6 +101,8 @@ class StewardContext:
     examples: ExampleIndex = EMPTY
     embed: Callable[[list[str]], np.ndarray] | None = None
     owner_id: int | None = None
+    # The catalog state everything above was read at; analyze() ranks against the same one.
+    state: tuple[int, str] | None = None
 
     @classmethod
     def current(cls, *, owner_id: int | None = None) -> "StewardContext":
@@ -100,15 +118,17 @@ class StewardContext:
             return list(zip(found.names, found.scores, strict=True))
 
         dense, model = embeddings.dense_enabled(), embeddings.routing_model()
-        return cls(
-            entries=current_catalog(),
-            search=search,
-            lexicon=lexicon(),
-            rank=rank,
-            examples=example_index(),
-            embed=functools.partial(embeddings.embed_texts, model=model) if dense else None,
-            owner_id=owner_id,
-        )
+        with one_catalog_state() as state:
+            return cls(
+                entries=current_catalog(),
+                search=search,
+                lexicon=lexicon(),
+                rank=rank,
+                examples=example_index(),
+                embed=functools.partial(embeddings.embed_texts, model=model) if dense else None,
+                owner_id=owner_id,
+                state=state,
+            )
 
 
 @dataclass(frozen=True)
@@ -170,7 +190,7 @@ def gather(texts: list[str], context: StewardContext) -> list[Evidence]:
         found.append(
             Evidence(
                 text=text,
-                neighbours=context.examples.nearest(vector, owner_id=context.owner_id),
+                neighbours=context.examples.nearest(vector, owner_id=context.owner_id, plain=is_plain(text)),
                 ranking=ranking,
                 hits=context.lexicon.match(text),
                 operations={name: by_name[name].policy.operation for name, _ in ranking},
@@ -197,18 +217,20 @@ def route(text: str, state: ConversationState, context: StewardContext) -> tuple
 
 def merge(whole: Routed, parts: list[Routed]) -> Routed:
     """A multi-clause request: the clauses' domains join the whole's; a confident write clause
-    leads only when the whole request reads as a read."""
+    leads only when the whole request reads as a read and is not a question or a read command."""
     needing = [part for part in parts if part.needs_tool]
     if not needing:
         return whole
     lead = whole
-    if whole.decision.action in READ_ACTIONS:
+    # A request that as a whole wants to read ("voucher của M-300 còn hạn không") is not led by
+    # a clause that reads as a write once cut off from its question.
+    if whole.decision.action in READ_ACTIONS and not whole.reads_only:
         writes = [part for part in needing if part.decision.action not in READ_ACTIONS]
         if writes:
             lead = max(writes, key=lambda p: p.decision.confidence)
     domains = frozenset().union(*(part.decision.domains for part in needing)) | lead.decision.domains
     decision = replace(lead.decision, domains=domains)
-    return Routed(decision, True, lead.raw_confidence, whole.tool_scores)
+    return Routed(decision, True, lead.raw_confidence, whole.tool_scores, reads_only=whole.reads_only)
 
 
 def recommend(
@@ -220,7 +242,7 @@ def recommend(
     picks: list[str] = []
     reasons: list[str] = []
     calculator = settings.TOOLHUB_CALCULATOR_TOOL
-    symbolic = bool(ARITHMETIC.search(text)) and calculator in allowed
+    symbolic = bool(ARITHMETIC.search(NOT_ARITHMETIC.sub(" ", text))) and calculator in allowed
     if symbolic:
         picks.append(calculator)
         reasons.append("arithmetic recommends the calculator")
@@ -376,11 +398,13 @@ def analyze(
     mode = mode or settings.TOOLHUB_STEWARD
     max_tools = options()["max_recommended_tools"] if max_tools is None else max_tools
     min_tools = options()["min_recommended_tools"] if min_tools is None else min(min_tools, max_tools)
-    rules = rules_analysis(text, state, context, max_tools=max_tools, min_tools=min_tools)
-    result = rules
-    use_llm = mode == StewardMode.LLM or (
-        mode == StewardMode.HYBRID and rules.decision.confidence < settings.TOOLHUB_MIN_CONFIDENCE
-    )
-    if use_llm and routable_text(text):
-        result = llm_analysis(routable_text(text), rules, context, max_tools=max_tools, mode=mode)
+    # A context made by hand (benchmarks, tests) has no catalog state to pin.
+    with one_catalog_state(context.state) if context.state is not None else contextlib.nullcontext():
+        rules = rules_analysis(text, state, context, max_tools=max_tools, min_tools=min_tools)
+        result = rules
+        use_llm = mode == StewardMode.LLM or (
+            mode == StewardMode.HYBRID and rules.decision.confidence < settings.TOOLHUB_MIN_CONFIDENCE
+        )
+        if use_llm and routable_text(text):
+            result = llm_analysis(routable_text(text), rules, context, max_tools=max_tools, mode=mode)
     return replace(result, latency_ms=(time.perf_counter() - started) * 1000)
