@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from .mcp_forms import McpServerForm
+from .mcp_names import prefixed_tools
 from .models import McpServer, Tool
 from .selectors import tools_needing_policy
 from .tasks import sync_mcp_server
@@ -50,7 +51,7 @@ def server_list(request):
 @_needs(VIEW)
 def server_detail(request, name):
     server = get_object_or_404(McpServer, name=name)
-    context = _sync_context(server) | {"can_change": request.user.has_perm(CHANGE)}
+    context = _sync_context(server) | {"can_change": request.user.has_perm(CHANGE), "prefixed": prefixed_tools(server)}
     return render(request, "catalog/mcp_server_detail.html", context)
 
 

@@ -146,17 +146,6 @@ def test_sync_adopts_the_demo_catalog_tools_and_keeps_their_policies(tmp_path):
     assert server_for_tool("calculate") is None
 
 
-def test_sync_rejects_a_name_taken_by_another_kind_of_tool_and_changes_nothing(tmp_path):
-    make_tool("list_campaigns", source=Tool.Source.BUILTIN)
-    server = demo_server(tmp_path)
-
-    result = sync_server(server)
-
-    assert not result.ok and "list_campaigns: a builtin tool of that name exists" in result.error
-    assert Tool.objects.count() == 1
-    assert server.status == McpServer.Status.ERROR and server.tool_names == []
-
-
 def test_sync_of_an_unreachable_server_records_the_error_and_keeps_its_tools(tmp_path):
     server = demo_server(tmp_path)
     sync_server(server)
