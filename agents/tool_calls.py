@@ -1,5 +1,9 @@
 """One tool call of the model: checked against the bundle at call time, validated, executed, truncated.
 
+An MCP tool's answer reaches the model as text (catalog.mcp_content.model_text:
+non-text content summarised), cut to the result budget; the whole result, every
+content block as sent, comes back beside it for the turn's record and /mcp.
+
 A tool the bundle does not hold is refused with the reason; arguments that do
 not match the schema are refused with the schema's message; missing required
 arguments are to be asked of the user, never invented. tool_search loads
@@ -15,6 +19,7 @@ from django.conf import settings
 from catalog.bundle import CapabilityBundle
 from catalog.mcp_client import McpCallResult
 from catalog.mcp_client import call_tool as call_mcp_tool
+from catalog.mcp_content import wire_result
 from catalog.mcp_sync import mcp_route
 from catalog.search import search_catalog
 
@@ -29,6 +34,7 @@ class CallOutcome:
     is_error: bool = False
     refused: bool = False
     found: tuple[str, ...] = ()  # tool_search: names to load for the next step
+    result: dict | None = None  # an MCP tool's whole result as its server sent it (mcp_content.wire_result)
 
 
 def refusal_reason(name: str, bundle: CapabilityBundle) -> str | None:
@@ -117,7 +123,9 @@ def execute(
     if result.is_error:  # a crash, timeout or protocol error, or the tool's own refusal: the user sees it too
         emit("tool_error", f"⚠ {call.name} failed: {result.content[:300]}", tool_name=call.name)
     text, _cut = truncate_result(mcp_content(result), max_result_tokens)
-    return CallOutcome(content=text, is_error=result.is_error)
+    answered = result.blocks or result.structured is not None
+    whole = wire_result(result.blocks, result.structured, result.is_error) if answered else None
+    return CallOutcome(content=text, is_error=result.is_error, result=whole)
 
 
 def mcp_content(result: McpCallResult) -> object:

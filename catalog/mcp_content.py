@@ -22,7 +22,8 @@ def wire_block(block) -> dict:
 
 
 def _size(base64_data: str) -> str:
-    size = len(base64_data) * 3 // 4
+    data = base64_data.rstrip()
+    size = len(data) * 3 // 4 - data[-2:].count("=")
     if size < 1024:
         return f"{size} bytes"
     if size < 1024 * 1024:
@@ -58,3 +59,11 @@ def model_text(blocks: Sequence[dict], structured: object = None) -> str:
 
 def non_text(blocks: Sequence[dict]) -> list[dict]:
     return [block for block in blocks if block.get("type") != TEXT]
+
+
+def wire_result(blocks: Sequence[dict], structured: object, is_error: bool) -> dict:
+    """A CallToolResult as MCP JSON: what is stored with a turn and passed on by toolhub's /mcp."""
+    result = {"content": list(blocks), "isError": is_error}
+    if structured is not None:
+        result["structuredContent"] = structured
+    return result

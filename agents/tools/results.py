@@ -36,6 +36,29 @@ def truncate_result(content: object, max_tokens: int) -> tuple[str, bool]:
     return _cut_json(value, max_tokens), True
 
 
+def truncate_blocks(blocks: list[dict], max_tokens: int) -> tuple[list[dict], bool]:
+    """MCP content blocks with their text cut to share `max_tokens`, in order; other blocks pass untouched.
+
+    A text block keeps its other fields (annotations); text blocks that get no room are left out and one text block
+    at the end says how many characters went.
+    """
+    remaining, kept, cut, dropped = max_tokens, [], False, 0
+    for block in blocks:
+        if block.get("type") != "text" or not isinstance(block.get("text"), str):
+            kept.append(block)
+            continue
+        if remaining < MIN_PARTIAL_TOKENS:
+            cut, dropped = True, dropped + len(block["text"])
+            continue
+        text, was_cut = truncate_result(block["text"], remaining)
+        cut = cut or was_cut
+        remaining -= count_tokens(text)  # at most `remaining` tokens: bounded, whatever the block's size
+        kept.append(block if text == block["text"] else {**block, "text": text})
+    if dropped:
+        kept.append({"type": "text", "text": _chars_marker(dropped)})
+    return kept, cut
+
+
 def _as_text_and_json(content: object) -> tuple[str, object]:
     """The text as given (or serialized) and, when it is a JSON object or array, its parsed value."""
     if isinstance(content, str):
