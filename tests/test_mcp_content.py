@@ -1,4 +1,4 @@
-"""Full MCP content in chat turns: the model reads a line about each non-text block; the turn keeps every block whole."""
+"""Full MCP content in chat turns: the model reads a line about each non-text block; the turn keeps them whole."""
 
 import json
 import sys
@@ -19,6 +19,7 @@ from tests.generated_mcp_server import CONTENT_TOOLS, PNG, WAV
 pytestmark = pytest.mark.django_db
 
 IMAGE = {"type": "image", "data": PNG, "mimeType": "image/png"}
+CONTENT_SERVER = ["-m", "tests.generated_mcp_server", "--tools", "0", "--content"]
 
 
 @pytest.fixture(autouse=True)
@@ -59,8 +60,7 @@ def test_structured_content_alone_is_read_as_json():
 def content_turn(scripted_model):
     """A chat turn whose model calls each content tool of the generated server once, then answers."""
     load_demo_catalog()
-    server = McpServer.objects.create(name="gen", command=sys.executable,
-                                      args=["-m", "tests.generated_mcp_server", "--tools", "0", "--content"])  # fmt: skip
+    server = McpServer.objects.create(name="gen", command=sys.executable, args=CONTENT_SERVER)
     assert sync_server(server).ok
     for tool in Tool.objects.filter(name__startswith="gen_"):
         make_policy(tool)
@@ -114,8 +114,7 @@ def test_a_block_that_could_run_in_the_page_is_not_shown_as_media():
 
 def test_a_five_megabyte_result_is_cut_for_the_model_and_stored_whole(scripted_model):
     load_demo_catalog()
-    server = McpServer.objects.create(name="gen", command=sys.executable,
-                                      args=["-m", "tests.generated_mcp_server", "--tools", "0", "--content"])  # fmt: skip
+    server = McpServer.objects.create(name="gen", command=sys.executable, args=CONTENT_SERVER)
     sync_server(server)
     make_policy(Tool.objects.get(name="gen_big"))
     Tool.objects.filter(name="gen_big").update(always_load=True)
