@@ -124,13 +124,18 @@ def _permitting(bundle: CapabilityBundle, name: str) -> CapabilityBundle | None:
     return dataclasses.replace(bundle, loaded=(*bundle.loaded, loaded_tool(entry)))
 
 
-def call_bundle(name: str, found: dict[str, RoutingDecision]) -> CapabilityBundle:
+def call_bundle(name: str, found) -> CapabilityBundle:
     """The bundle a direct call of `name` is checked against: the neutral one, or the one of the search that found
-    it, with `name` loaded whenever policy allows it there; else the neutral one (whose refusal says why)."""
+    it, with `name` loaded whenever policy allows it there; else the neutral one (whose refusal says why).
+
+    `found()` gives what the caller found ({name: decision}); it is asked only when the neutral bundle says no.
+    """
     neutral = _bundles.get(NEUTRAL)
     permitted = _permitting(neutral, name)
-    if permitted is None and name in found:
-        permitted = _permitting(_bundles.get(found[name]), name)
+    if permitted is None:
+        decision = found().get(name)
+        if decision is not None:
+            permitted = _permitting(_bundles.get(decision), name)
     return permitted or neutral
 
 
@@ -166,7 +171,7 @@ class ToolRefused(Exception):
     """The tool is unknown, denied by policy, or not callable over MCP; the message says which and why."""
 
 
-def call(name: str, arguments: dict, api_key_id: int) -> CallOutcome:
+def call(name: str, arguments: dict, api_key_id: int, *, max_result_tokens: int | None = None) -> CallOutcome:
     """One tools/call: the runtime's checks and execution, against the bundle that permits the tool for the key.
 
     Raises ToolRefused when the tool is not run for a reason that is not the arguments' or the tool's own.
@@ -174,9 +179,10 @@ def call(name: str, arguments: dict, api_key_id: int) -> CallOutcome:
     if name == settings.TOOLHUB_SEARCH_TOOL:
         outcome = search_tools(arguments, api_key_id)
     else:
-        bundle = call_bundle(name, found_tools(api_key_id))
+        bundle = call_bundle(name, lambda: found_tools(api_key_id))
         tool_call = ToolCall(id=f"mcp-{time.monotonic_ns()}", name=name, arguments=json.dumps(arguments))
-        outcome = execute(tool_call, bundle, emit=_ignore_status, max_result_tokens=result_token_limit())
+        budget = max_result_tokens or result_token_limit()
+        outcome = execute(tool_call, bundle, emit=_ignore_status, max_result_tokens=budget)
         if outcome.refused and any(tool.name == name and tool.requires_confirmation for tool in bundle.loaded):
             raise ToolRefused(
                 f"{name} requires an operator's approval before it runs, and approval is not offered over MCP; "
@@ -240,8 +246,9 @@ def build_server() -> Server:
 
         def run() -> tuple[CallOutcome, bool, int]:
             before = set(found_tools(key)) if params.name == settings.TOOLHUB_SEARCH_TOOL else set()
-            outcome = call(params.name, params.arguments or {}, key)
-            return outcome, bool(set(outcome.found) - before), result_token_limit()
+            budget = result_token_limit()
+            outcome = call(params.name, params.arguments or {}, key, max_result_tokens=budget)
+            return outcome, bool(set(outcome.found) - before), budget
 
         try:
             # Not thread-sensitive: a slow MCP tool must not hold up every other ORM call of this process.
