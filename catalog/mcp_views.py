@@ -86,12 +86,13 @@ def server_edit(request, name):
 def test_connection(request, name):
     """Connect and list the tools; shows the count or the error and changes nothing stored."""
     # Imported here: only the processes that talk to MCP servers load the SDK's client.
-    from .mcp_client import McpServerUnavailable, list_tools
+    from .mcp_client import McpServerUnavailable, disconnect, list_tools
 
     server = get_object_or_404(McpServer, name=name)
     try:
         tools = list_tools(server)
     except McpServerUnavailable as exc:
+        disconnect(server)  # a failed test leaves no server process behind
         outcome = {"ok": False, "message": str(exc)}
     else:
         outcome = {"ok": True, "count": len(tools)}

@@ -303,3 +303,25 @@ def test_the_migration_gives_servers_their_prefix_and_records_each_served_tools_
         "loyalty", "loyalty_2"]  # fmt: skip
     names = dict(new.get_model("catalog", "Tool").objects.values_list("name", "upstream_name"))
     assert names == {"list_campaigns": "list_campaigns", "get_member": "get_member", "calculate": ""}
+
+
+def test_a_tools_page_shows_the_name_its_server_gives_it(client):
+    make_tool("gen_tool_0001", source=Tool.Source.BUILTIN)
+    sync_server(generated("gen", 1))
+    client.force_login(make_user(username="viewer", role="viewer"))
+
+    page = client.get(reverse("tool-detail", args=["gen__gen_tool_0001"])).content.decode()
+
+    assert "<dt>Name on its MCP server</dt><dd><code>gen_tool_0001</code></dd>" in page
+
+
+@override_settings(TOOLHUB_MCP_MAX_TOOLS=1)
+def test_a_failed_test_connection_leaves_no_server_process_running(client, tmp_path):
+    marker = str(tmp_path / "tested")
+    generated("gen", 3, "--malformed", marker)
+    client.force_login(make_user(username="admin", role="admin"))
+
+    page = client.post(reverse("mcp-server-test", args=["gen"])).content.decode()
+
+    assert "Connection failed:" in page and "TOOLHUB_MCP_MAX_TOOLS" in page
+    assert processes_with(marker) == []
