@@ -284,25 +284,29 @@ def test_the_migration_gives_servers_their_prefix_and_records_each_served_tools_
     from django.db.migrations.executor import MigrationExecutor
 
     before, after = [("catalog", "0008_tool_embedding_per_model")], [("catalog", "0009_mcp_namespaces")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    old = executor.loader.project_state(before).apps
-    schema = {"type": "object", "properties": {}}
-    for name in ("list_campaigns", "get_member", "calculate"):
-        old.get_model("catalog", "Tool").objects.create(name=name, description="d", input_schema=schema,
-                                                         schema_hash=name)  # fmt: skip
-    old.get_model("catalog", "McpServer").objects.create(name="loyalty", tool_names=["list_campaigns"],
-                                                          missing_tool_names=["get_member"])  # fmt: skip
-    old.get_model("catalog", "McpServer").objects.create(name="Loyalty-", command="x")
+    try:
+        executor = MigrationExecutor(connection)
+        executor.migrate(before)
+        old = executor.loader.project_state(before).apps
+        schema = {"type": "object", "properties": {}}
+        for name in ("list_campaigns", "get_member", "calculate"):
+            old.get_model("catalog", "Tool").objects.create(name=name, description="d", input_schema=schema,
+                                                             schema_hash=name)  # fmt: skip
+        old.get_model("catalog", "McpServer").objects.create(name="loyalty", tool_names=["list_campaigns"],
+                                                              missing_tool_names=["get_member"])  # fmt: skip
+        old.get_model("catalog", "McpServer").objects.create(name="Loyalty-", command="x")
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(after)
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
 
-    new = executor.loader.project_state(after).apps
-    assert sorted(new.get_model("catalog", "McpServer").objects.values_list("prefix", flat=True)) == [
-        "loyalty", "loyalty_2"]  # fmt: skip
-    names = dict(new.get_model("catalog", "Tool").objects.values_list("name", "upstream_name"))
-    assert names == {"list_campaigns": "list_campaigns", "get_member": "get_member", "calculate": ""}
+        new = executor.loader.project_state(after).apps
+        assert sorted(new.get_model("catalog", "McpServer").objects.values_list("prefix", flat=True)) == [
+            "loyalty", "loyalty_2"]  # fmt: skip
+        names = dict(new.get_model("catalog", "Tool").objects.values_list("name", "upstream_name"))
+        assert names == {"list_campaigns": "list_campaigns", "get_member": "get_member", "calculate": ""}
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())  # back to the latest schema of every app
 
 
 def test_a_tools_page_shows_the_name_its_server_gives_it(client):
