@@ -5,30 +5,37 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0008_default_intent_examples'),
-        ('catalog', '0009_mcp_namespaces'),
+        ("agents", "0008_default_intent_examples"),
+        ("catalog", "0009_mcp_namespaces"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='message',
-            name='result',
+            model_name="message",
+            name="result",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.CreateModel(
-            name='McpFoundTool',
+            name="McpFoundTool",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('decision', models.JSONField(help_text='The RoutingDecision of the search that found it (as_dict).')),
-                ('expires_at', models.DateTimeField()),
-                ('api_key', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='mcp_found_tools', to='agents.apikey')),
-                ('tool', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='catalog.tool')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("decision", models.JSONField(help_text="The RoutingDecision of the search that found it (as_dict).")),
+                ("expires_at", models.DateTimeField()),
+                (
+                    "api_key",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="mcp_found_tools", to="agents.apikey"
+                    ),
+                ),
+                (
+                    "tool",
+                    models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="+", to="catalog.tool"),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['api_key', 'expires_at'], name='mcp_found_by_key')],
-                'constraints': [models.UniqueConstraint(fields=('api_key', 'tool'), name='mcp_found_tool_per_key')],
+                "indexes": [models.Index(fields=["api_key", "expires_at"], name="mcp_found_by_key")],
+                "constraints": [models.UniqueConstraint(fields=("api_key", "tool"), name="mcp_found_tool_per_key")],
             },
         ),
     ]

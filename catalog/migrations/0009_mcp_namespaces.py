@@ -36,42 +36,49 @@ def forget_names(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('catalog', '0008_tool_embedding_per_model'),
+        ("catalog", "0008_tool_embedding_per_model"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='mcpserver',
-            name='prefix',
-            field=models.CharField(blank=True, default='', max_length=32, help_text=PREFIX_HELP),
+            model_name="mcpserver",
+            name="prefix",
+            field=models.CharField(blank=True, default="", max_length=32, help_text=PREFIX_HELP),
             preserve_default=False,
         ),
         migrations.AddField(
-            model_name='tool',
-            name='annotations',
-            field=models.JSONField(blank=True, help_text='MCP tools: behaviour hints (readOnlyHint, ...).', null=True),
+            model_name="tool",
+            name="annotations",
+            field=models.JSONField(blank=True, help_text="MCP tools: behaviour hints (readOnlyHint, ...).", null=True),
         ),
         migrations.AddField(
-            model_name='tool',
-            name='output_schema',
-            field=models.JSONField(blank=True, help_text='MCP tools: JSON Schema of structuredContent.', null=True),
+            model_name="tool",
+            name="output_schema",
+            field=models.JSONField(blank=True, help_text="MCP tools: JSON Schema of structuredContent.", null=True),
         ),
         migrations.AddField(
-            model_name='tool',
-            name='title',
-            field=models.CharField(blank=True, help_text='MCP tools: the display title.', max_length=300),
+            model_name="tool",
+            name="title",
+            field=models.CharField(blank=True, help_text="MCP tools: the display title.", max_length=300),
         ),
         migrations.AddField(
-            model_name='tool',
-            name='upstream_name',
-            field=models.CharField(blank=True, help_text='MCP tools: the name its server calls it by (catalog.mcp_names).', max_length=128),
+            model_name="tool",
+            name="upstream_name",
+            field=models.CharField(
+                blank=True, help_text="MCP tools: the name its server calls it by (catalog.mcp_names).", max_length=128
+            ),
         ),
         migrations.RunPython(name_what_exists, forget_names),
         migrations.AlterField(
-            model_name='mcpserver',
-            name='prefix',
-            field=models.CharField(blank=True, help_text=PREFIX_HELP, max_length=32, unique=True, validators=[catalog.schemas.validate_mcp_prefix]),
+            model_name="mcpserver",
+            name="prefix",
+            field=models.CharField(
+                blank=True,
+                help_text=PREFIX_HELP,
+                max_length=32,
+                unique=True,
+                validators=[catalog.schemas.validate_mcp_prefix],
+            ),
         ),
     ]
