@@ -10,7 +10,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 # make bench's data: the public tool-selection benchmark beside the repo.
 BENCH_DIR ?= ../shared/bench
 
-.PHONY: run test test-unit test-integration lint setup clean bench
+.PHONY: run test test-unit test-integration test-servers lint setup clean bench
 # Browser tests use Debian's Chromium (and an emoji font for the status lines); make test installs them when missing.
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -23,6 +23,13 @@ $(VENV)/.installed: requirements.txt
 
 setup: $(VENV)/.installed
 
+# Third-party MCP servers from npm that the integration tests import (versions pinned by tests/npm/package-lock.json).
+NPM_MCP_SERVERS := tests/npm/node_modules/.package-lock.json
+$(NPM_MCP_SERVERS): tests/npm/package.json tests/npm/package-lock.json
+	npm ci --prefix tests/npm --no-audit --no-fund
+
+test-servers: $(NPM_MCP_SERVERS)
+
 $(CHROMIUM):
 	$(SUDO) apt-get install -y chromium fonts-noto-color-emoji || \
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium fonts-noto-color-emoji)
@@ -33,7 +40,7 @@ run: setup
 
 # Unit tests on the embedded default (SQLite), then the whole suite on
 # PostgreSQL + Redis, started here if installed but stopped.
-test: setup $(CHROMIUM)
+test: setup $(CHROMIUM) $(NPM_MCP_SERVERS)
 	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL $(PY) -m pytest -m "not integration" -q -p no:cacheprovider
 	$(PY) tests/ensure_services.py $(TEST_DATABASE_URL) $(TEST_REDIS_URL)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) TOOLHUB_CELERY_QUEUE=test-$$$$ \
@@ -56,4 +63,4 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var tests/npm/node_modules

@@ -7,9 +7,12 @@ writes to the database and never sends on the channel layer.
 """
 
 import json
+import re
 
 from django.db.models import Max
 from django.template.loader import render_to_string
+
+from catalog.mcp_content import summary
 
 from .events import stored_events
 from .models import Conversation, Message, RoutingLog, ToolApproval, Turn, TurnEvent
@@ -131,6 +134,7 @@ def event_item(event: dict, *, approval_status: str | None = None) -> dict | Non
         item["text"] = f"← {payload.get('tool_name', '?')}"
         item["result"] = payload.get("content", "")[:600]
         item["is_error"] = payload.get("is_error") or payload.get("refused")
+        item["blocks"] = [shown for block in payload.get("blocks", []) if (shown := shown_block(block))]
     elif kind == EventType.APPROVAL_REQUIRED:
         item["approval"] = {
             "id": payload.get("approval_id"),
@@ -145,6 +149,33 @@ def event_item(event: dict, *, approval_status: str | None = None) -> dict | Non
         took = payload.get("turn_ms")
         item["text"] = f"Finished: {payload.get('status', 'done')}" + (f" in {took} ms" if took is not None else "")
     return item
+
+
+_BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
+_MIME = re.compile(r"^[\w.+-]+/[\w.+-]+$")
+
+
+def shown_block(block: dict) -> dict | None:
+    """A non-text content block of a tool result as the console shows it, whole: an image or audio it plays
+    (only from base64 data of an image/ or audio/ type), a resource link or an embedded resource."""
+    kind = block.get("type")
+    if kind in ("image", "audio"):
+        mime, data = str(block.get("mimeType", "")), str(block.get("data", ""))
+        if mime.startswith(f"{kind}/") and _MIME.match(mime) and _BASE64.match(data):
+            return {"kind": kind, "src": f"data:{mime};base64,{data}", "mime": mime, "size": summary(block)}
+        return {"kind": "unshown", "text": summary(block)}
+    if kind == "resource_link":
+        return {"kind": kind, "uri": block.get("uri", ""), "name": block.get("name", ""),
+                "mime": block.get("mimeType", ""), "description": block.get("description", "")}  # fmt: skip
+    if kind == "resource":
+        resource = block.get("resource") or {}
+        shown = {"kind": kind, "uri": resource.get("uri", ""), "mime": resource.get("mimeType", "")}
+        if isinstance(resource.get("text"), str):
+            return shown | {"text": resource["text"]}
+        blob = str(resource.get("blob", ""))
+        if _BASE64.match(blob):  # offered as a download, never opened in the page
+            return shown | {"download": f"data:application/octet-stream;base64,{blob}", "size": summary(block)}
+    return {"kind": "unshown", "text": summary(block)}
 
 
 def budget_bar(figures: dict | None) -> dict | None:

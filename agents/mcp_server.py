@@ -1,30 +1,37 @@
-"""toolhub as an MCP server: streamable HTTP at /mcp for API-key holders, with deferred loading per session.
+"""toolhub as an MCP server: streamable HTTP at /mcp for API-key holders, with deferred loading per API key.
 
-A new session lists tool_search and the tools policy loads without a request
-(the bundle of a neutral RoutingDecision: always-loaded and non-deferred
-tools policy allows). Calling tool_search analyzes the query with the steward,
-as the runtime analyzes a user message, searches what that decision allows
-(catalog.search) and adds the found tools to this session's list (then sends
-notifications/tools/list_changed). A call goes through the runtime's own
-checks and execution (agents.tool_calls.execute): the tool must be held by the
-bundle of the decision it was exposed under, its arguments must match its
-schema, and it runs as a builtin or on its MCP server. A tool that requires
-an operator's approval is refused (approval over MCP is not offered).
+A session lists tool_search, the tools policy loads without a request (the
+bundle of a neutral RoutingDecision: always-loaded and non-deferred tools
+policy allows), and what its API key found through tool_search in the last
+TOOLHUB_MCP_FOUND_TTL seconds, in any session (agents.mcp_found: stateless
+clients open a session per call). Calling tool_search analyzes the query with
+the steward, as the runtime analyzes a user message, searches what that
+decision allows (catalog.search), remembers the found tools for the key and
+sends notifications/tools/list_changed. Any tool policy permits for the caller
+(under the neutral decision, or the decision it was found under) can be called
+by name, listed or not: loading is about context, not permission. A call goes
+through the runtime's own checks and execution (agents.tool_calls.execute):
+its arguments must match its schema (an isError result says how they do not),
+and it runs as a builtin or on its MCP server. An MCP tool's answer passes on
+as its server sent it (every content block, structuredContent; text cut to the
+result budget); listings carry its title, outputSchema and annotations.
 
-Never lists or runs a tool that policy denies or that has no policy, and never
-serves a request without a valid API key (401). A session is bound to the key
-that opened it (the SDK answers 404 to another key).
+Never lists or runs a tool that policy denies or that has no policy: an unknown
+or denied tool, or one that requires an operator's approval (not offered over
+MCP), is a JSON-RPC error (-32602) saying why. Never serves a request without a
+valid API key (401). A session is bound to the key that opened it (the SDK
+answers 404 to another key).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 import mcp_types as types
 from asgiref.sync import sync_to_async
@@ -33,50 +40,27 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 
-from catalog.bundle import CapabilityBundle, LoadedTool, build_bundle
-from catalog.decision import RoutingDecision, current_catalog
+from catalog.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
+from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
 
 from .api_keys import authenticate
+from .mcp_found import found_tools, remember_found
 from .models import ModelProfile
 from .providers import ToolCall
 from .router import StewardContext, analyze
 from .tool_calls import CallOutcome, execute, refusal_reason, run_tool_search, schema_problem
+from .tools.results import truncate_blocks
 
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "toolhub"
-SESSION_IDLE_SECONDS = 30 * 60  # the SDK's default; a session's loaded tools are forgotten with it
+SESSION_IDLE_SECONDS = 30 * 60  # the SDK's default
+API_KEY_SCOPE = "toolhub.api_key_id"  # the ASGI scope key under which the endpoint passes the caller's key on
 NEUTRAL = RoutingDecision()  # no request yet: what policy allows with no intent, outside any workflow
 DEFAULT_RESULT_TOKENS = 1024
-
-
-@dataclass
-class SessionTools:
-    """What one MCP session has loaded through tool_search: tool name -> the decision it was found under."""
-
-    found: dict[str, RoutingDecision] = field(default_factory=dict)
-    used_at: float = field(default_factory=time.monotonic)
-
-
-class Sessions:
-    """Loaded tools per MCP session id, forgotten once the session has been idle as long as the SDK keeps it."""
-
-    def __init__(self, idle_seconds: float = SESSION_IDLE_SECONDS):
-        self.idle_seconds = idle_seconds
-        self._by_id: dict[str, SessionTools] = {}
-
-    def get(self, session_id: str | None) -> SessionTools:
-        now = time.monotonic()
-        for stale in [key for key, state in self._by_id.items() if now - state.used_at > self.idle_seconds]:
-            del self._by_id[stale]
-        if session_id is None:  # a request outside any session (stateless): nothing stays loaded
-            return SessionTools()
-        state = self._by_id.setdefault(session_id, SessionTools())
-        state.used_at = now
-        return state
 
 
 # --- what a session sees and may call (sync: ORM and the runtime's code) ---------------------------
@@ -90,24 +74,35 @@ class _Bundles:
     def __init__(self):
         self._entries: tuple | None = None
         self._built: dict[tuple, CapabilityBundle] = {}
+        self._by_name: dict[str, CatalogEntry] = {}
         self._lock = threading.Lock()  # calls run on several threads
 
-    def get(self, decision: RoutingDecision, recommended: tuple[str, ...] = ()) -> CapabilityBundle:
+    def _current(self) -> tuple:
         entries = current_catalog()  # the same tuple while the catalog state stays the same
+        if entries is not self._entries or len(self._built) > self.MAX:
+            self._entries, self._built = entries, {}
+            self._by_name = {entry.name: entry for entry in entries}
+        return entries
+
+    def get(self, decision: RoutingDecision, recommended: tuple[str, ...] = ()) -> CapabilityBundle:
         with self._lock:
-            if entries is not self._entries or len(self._built) > self.MAX:
-                self._entries, self._built = entries, {}
+            entries = self._current()
             key = (decision, recommended)
             if key not in self._built:
                 self._built[key] = build_bundle(decision, entries, recommended=recommended)
             return self._built[key]
+
+    def entry(self, name: str) -> CatalogEntry | None:
+        with self._lock:
+            self._current()
+            return self._by_name.get(name)
 
 
 _bundles = _Bundles()
 
 
 def session_tools(found: dict[str, RoutingDecision]) -> list[LoadedTool]:
-    """The session's tool list: the neutral bundle's loaded tools, then found ones policy still allows."""
+    """A session's tool list: the neutral bundle's loaded tools, then what its key found that policy still allows."""
     tools = {tool.name: tool for tool in _bundles.get(NEUTRAL).loaded}
     by_decision: dict[RoutingDecision, list[str]] = defaultdict(list)
     for name, decision in found.items():
@@ -119,12 +114,29 @@ def session_tools(found: dict[str, RoutingDecision]) -> list[LoadedTool]:
     return list(tools.values())
 
 
-def _bundle_for(name: str, found: dict[str, RoutingDecision]) -> CapabilityBundle:
-    """The bundle a call of `name` is checked against: the neutral one, or the one of the search that found it."""
+def _permitting(bundle: CapabilityBundle, name: str) -> CapabilityBundle | None:
+    """`bundle` with `name` loaded when policy allows it there (loaded or deferred), else None."""
+    if bundle.holds(name):
+        return bundle
+    entry = _bundles.entry(name)
+    if name not in bundle.deferred_names or entry is None:
+        return None
+    return dataclasses.replace(bundle, loaded=(*bundle.loaded, loaded_tool(entry)))
+
+
+def call_bundle(name: str, found) -> CapabilityBundle:
+    """The bundle a direct call of `name` is checked against: the neutral one, or the one of the search that found
+    it, with `name` loaded whenever policy allows it there; else the neutral one (whose refusal says why).
+
+    `found()` gives what the caller found ({name: decision}); it is asked only when the neutral bundle says no.
+    """
     neutral = _bundles.get(NEUTRAL)
-    if neutral.holds(name) or name not in found:
-        return neutral
-    return _bundles.get(found[name], (name,))
+    permitted = _permitting(neutral, name)
+    if permitted is None:
+        decision = found().get(name)
+        if decision is not None:
+            permitted = _permitting(_bundles.get(decision), name)
+    return permitted or neutral
 
 
 def result_token_limit() -> int:
@@ -136,8 +148,8 @@ def _ignore_status(*args, **kwargs) -> None:
     """Tool status events go to a conversation's stream; an MCP session has none."""
 
 
-def search_tools(arguments: dict, found: dict[str, RoutingDecision]) -> CallOutcome:
-    """tool_search over MCP: the steward's decision for the query decides what may be found and loaded."""
+def search_tools(arguments: dict, api_key_id: int) -> CallOutcome:
+    """tool_search over MCP: the steward's decision for the query decides what may be found; the key keeps it."""
     search = settings.TOOLHUB_SEARCH_TOOL
     neutral = _bundles.get(NEUTRAL)
     reason = refusal_reason(search, neutral)
@@ -151,25 +163,45 @@ def search_tools(arguments: dict, found: dict[str, RoutingDecision]) -> CallOutc
     analysis = analyze(arguments["query"], context=context)
     bundle = build_bundle(analysis.decision, context.entries, recommended=analysis.recommended_tools)
     outcome = run_tool_search(arguments, bundle, emit=_ignore_status)
-    for name in outcome.found:
-        found.setdefault(name, analysis.decision)
+    remember_found(api_key_id, outcome.found, analysis.decision)
     return outcome
 
 
-def call(name: str, arguments: dict, found: dict[str, RoutingDecision]) -> CallOutcome:
-    """One tools/call: the runtime's checks and execution, against the bundle the tool was exposed under."""
+class ToolRefused(Exception):
+    """The tool is unknown, denied by policy, or not callable over MCP; the message says which and why."""
+
+
+def call(name: str, arguments: dict, api_key_id: int, *, max_result_tokens: int | None = None) -> CallOutcome:
+    """One tools/call: the runtime's checks and execution, against the bundle that permits the tool for the key.
+
+    Raises ToolRefused when the tool is not run for a reason that is not the arguments' or the tool's own.
+    """
     if name == settings.TOOLHUB_SEARCH_TOOL:
-        return search_tools(arguments, found)
-    bundle = _bundle_for(name, found)
-    tool_call = ToolCall(id=f"mcp-{time.monotonic_ns()}", name=name, arguments=json.dumps(arguments))
-    outcome = execute(tool_call, bundle, emit=_ignore_status, max_result_tokens=result_token_limit())
-    if outcome.refused and any(tool.name == name and tool.requires_confirmation for tool in bundle.loaded):
-        message = (
-            f"{name} requires an operator's approval before it runs, and approval is not offered over MCP; "
-            "it was not run. Ask for it through the toolhub console or the chat API instead."
-        )
-        return CallOutcome(content=json.dumps({"error": message}), is_error=True, refused=True)
+        outcome = search_tools(arguments, api_key_id)
+    else:
+        bundle = call_bundle(name, lambda: found_tools(api_key_id))
+        tool_call = ToolCall(id=f"mcp-{time.monotonic_ns()}", name=name, arguments=json.dumps(arguments))
+        budget = max_result_tokens or result_token_limit()
+        outcome = execute(tool_call, bundle, emit=_ignore_status, max_result_tokens=budget)
+        if outcome.refused and any(tool.name == name and tool.requires_confirmation for tool in bundle.loaded):
+            raise ToolRefused(
+                f"{name} requires an operator's approval before it runs, and approval is not offered over MCP; "
+                "it was not run. Ask for it through the toolhub console or the chat API instead."
+            )
+    if outcome.refused:
+        raise ToolRefused(json.loads(outcome.content)["error"])
     return outcome
+
+
+def call_result(outcome: CallOutcome, max_tokens: int) -> types.CallToolResult:
+    """What /mcp answers: an MCP tool's result as its server sent it (text cut to the budget), else the text."""
+    if outcome.result is None:
+        return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.content)],
+                                    is_error=outcome.is_error)  # fmt: skip
+    blocks, _cut = truncate_blocks(outcome.result["content"], max_tokens)
+    return types.CallToolResult.model_validate(
+        {"content": blocks, "structuredContent": outcome.result.get("structuredContent"), "isError": outcome.is_error}
+    )
 
 
 # --- the MCP server (async: the SDK's handlers) -----------------------------------------------------
@@ -177,7 +209,17 @@ def call(name: str, arguments: dict, found: dict[str, RoutingDecision]) -> CallO
 
 def _mcp_tool(tool: LoadedTool) -> types.Tool:
     function = tool.definition["function"]
-    return types.Tool(name=function["name"], description=function["description"], input_schema=function["parameters"])
+    entry = _bundles.entry(tool.name)
+    return types.Tool.model_validate(
+        {
+            "name": function["name"],
+            "title": (entry.title if entry else "") or None,
+            "description": function["description"],
+            "inputSchema": function["parameters"],
+            "outputSchema": entry.output_schema if entry else None,
+            "annotations": entry.annotations if entry else None,
+        }
+    )
 
 
 class _ToolhubServer(Server):
@@ -187,27 +229,35 @@ class _ToolhubServer(Server):
         return super().create_initialization_options(options, *args, **kwargs)
 
 
-def build_server(sessions: Sessions) -> Server:
-    def session_of(ctx) -> SessionTools:
-        request = ctx.request
-        session_id = request.headers.get(MCP_SESSION_ID_HEADER) if request is not None else None
-        return sessions.get(session_id)
+def _caller(ctx) -> int:
+    """The id of the API key the request came with (the endpoint checked it and put it in the scope)."""
+    return ctx.request.scope[API_KEY_SCOPE]
 
+
+def build_server() -> Server:
     async def on_list_tools(ctx, params) -> types.ListToolsResult:
-        state = session_of(ctx)
-        tools = await sync_to_async(session_tools)(dict(state.found))
-        return types.ListToolsResult(tools=[_mcp_tool(tool) for tool in tools])
+        def listing() -> list[types.Tool]:
+            return [_mcp_tool(tool) for tool in session_tools(found_tools(_caller(ctx)))]
+
+        return types.ListToolsResult(tools=await sync_to_async(listing)())
 
     async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        state = session_of(ctx)
-        before = len(state.found)
-        # Not thread-sensitive: a slow MCP tool must not hold up every other ORM call of this process.
-        outcome = await sync_to_async(call, thread_sensitive=False)(params.name, params.arguments or {}, state.found)
-        if len(state.found) > before:
+        key = _caller(ctx)
+
+        def run() -> tuple[CallOutcome, bool, int]:
+            before = set(found_tools(key)) if params.name == settings.TOOLHUB_SEARCH_TOOL else set()
+            budget = result_token_limit()
+            outcome = call(params.name, params.arguments or {}, key, max_result_tokens=budget)
+            return outcome, bool(set(outcome.found) - before), budget
+
+        try:
+            # Not thread-sensitive: a slow MCP tool must not hold up every other ORM call of this process.
+            outcome, newly_found, budget = await sync_to_async(run, thread_sensitive=False)()
+        except ToolRefused as refused:
+            raise MCPError(code=types.INVALID_PARAMS, message=str(refused)) from None
+        if newly_found:
             await ctx.session.send_notification(types.ToolListChangedNotification(), related_request_id=ctx.request_id)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=outcome.content)], is_error=outcome.is_error
-        )
+        return call_result(outcome, budget)
 
     return _ToolhubServer(
         SERVER_NAME,
@@ -251,8 +301,7 @@ class McpEndpoint:
     """
 
     def __init__(self):
-        self.sessions = Sessions()
-        self.server = build_server(self.sessions)
+        self.server = build_server()
         self.manager = StreamableHTTPSessionManager(app=self.server, session_idle_timeout=SESSION_IDLE_SECONDS)
         self._started: asyncio.Event | None = None
         self._runner: asyncio.Task | None = None
@@ -286,7 +335,7 @@ class McpEndpoint:
             return
         await self._ensure_started()
         principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=[])
-        scope = {**scope, "user": AuthenticatedUser(principal)}
+        scope = {**scope, "user": AuthenticatedUser(principal), API_KEY_SCOPE: api_key.pk}
         await self.manager.handle_request(scope, receive, send)
 
 

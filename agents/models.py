@@ -178,6 +178,9 @@ class Message(models.Model):
     content = models.TextField(blank=True)
     tool_calls = models.JSONField(default=list, blank=True)
     tool_call_id = models.CharField(max_length=100, blank=True)
+    # A tool message of an MCP tool: the whole result as its server sent it (content blocks, structuredContent);
+    # `content` is what the model read of it (non-text blocks summarised, cut to the result budget).
+    result = models.JSONField(null=True, blank=True)
     tokens = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -335,3 +338,24 @@ class ToolApproval(models.Model):
 
     def __str__(self):
         return f"{self.tool_name} for turn {self.turn_id} ({self.status})"
+
+
+class McpFoundTool(models.Model):
+    """A tool an API key found through tool_search over /mcp (agents.mcp_found).
+
+    Listed and callable for that key in every MCP session, under the routing
+    decision it was found with, until `expires_at` (TOOLHUB_MCP_FOUND_TTL);
+    policy is checked again on every list and call.
+    """
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="mcp_found_tools")
+    tool = models.ForeignKey("catalog.Tool", on_delete=models.CASCADE, related_name="+")
+    decision = models.JSONField(help_text="The RoutingDecision of the search that found it (as_dict).")
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["api_key", "tool"], name="mcp_found_tool_per_key")]
+        indexes = [models.Index(fields=["api_key", "expires_at"], name="mcp_found_by_key")]
+
+    def __str__(self):
+        return f"{self.tool_id} found by key {self.api_key_id}"

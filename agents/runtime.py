@@ -16,6 +16,7 @@ from django.utils import timezone
 from catalog.bundle import build_bundle
 from catalog.decision import RoutingDecision
 from catalog.knowledge import select_snippets
+from catalog.mcp_content import non_text
 
 from . import approvals, flows, learning, memory, prompt
 from .budget import token_budget
@@ -292,7 +293,7 @@ class TurnRun:
                 outcome = self.call_tool(call, bundle)
                 found += outcome.found
                 transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
-                self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id)
+                self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id, result=outcome.result)
             if found or self.workflow_changed:
                 bundle = self.build([*bundle.loaded_names, *found])
                 RoutingLog.objects.filter(pk=self.routing.pk).update(exposed=list(bundle.loaded_names))
@@ -338,13 +339,13 @@ class TurnRun:
             call = ToolCall(raw["id"], raw["function"]["name"], raw["function"]["arguments"])
             approval = decisions.get(call.id)
             if approval is not None and approval.status == ToolApproval.Status.APPROVED:
-                content = self.call_tool(call, bundle, approved=True).content
+                outcome = self.call_tool(call, bundle, approved=True)
             else:
                 why = "was denied by an operator" if approval and approval.status == "denied" else (
                     "was not approved in time, so it was denied")  # fmt: skip
-                content = json.dumps({"error": f"{call.name} did not run: the call {why}."})
-            history.append({"role": "tool", "tool_call_id": call.id, "content": content})
-            self.save_message(Message.Role.TOOL, content, tool_call_id=call.id)
+                outcome = CallOutcome(content=json.dumps({"error": f"{call.name} did not run: the call {why}."}))
+            history.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
+            self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id, result=outcome.result)
 
     def announces(self, tool_name: str) -> bool:
         """Whether running this tool shows as a status (phase tool_execution): only TOOLHUB_STATUS_TOOLS do.
@@ -382,8 +383,10 @@ class TurnRun:
         outcome = self.run_step(step, call, run_call) if step else run_call()
         if not outcome.refused:
             self.called.append(call.name)
+        # Images, audio and resources go to the console whole; the model read a line about each.
+        blocks = {"blocks": non_text(outcome.result["content"])} if outcome.result else {}
         emit(self.turn.id, EventType.TOOL_RESULT, phase="tool", tool_name=call.name, is_error=outcome.is_error,
-             refused=outcome.refused, content=outcome.content[:2000])  # fmt: skip
+             refused=outcome.refused, content=outcome.content[:2000], **blocks)  # fmt: skip
         return outcome
 
     def run_step(self, step: flows.Step, call, run_call) -> CallOutcome:

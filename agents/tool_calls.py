@@ -1,5 +1,9 @@
 """One tool call of the model: checked against the bundle at call time, validated, executed, truncated.
 
+An MCP tool's answer reaches the model as text (catalog.mcp_content.model_text:
+non-text content summarised), cut to the result budget; the whole result, every
+content block as sent, comes back beside it for the turn's record and /mcp.
+
 A tool the bundle does not hold is refused with the reason; arguments that do
 not match the schema are refused with the schema's message; missing required
 arguments are to be asked of the user, never invented. tool_search loads
@@ -15,7 +19,8 @@ from django.conf import settings
 from catalog.bundle import CapabilityBundle
 from catalog.mcp_client import McpCallResult
 from catalog.mcp_client import call_tool as call_mcp_tool
-from catalog.mcp_sync import server_for_tool
+from catalog.mcp_content import wire_result
+from catalog.mcp_sync import mcp_route
 from catalog.search import search_catalog
 
 from .providers import ToolCall
@@ -29,6 +34,7 @@ class CallOutcome:
     is_error: bool = False
     refused: bool = False
     found: tuple[str, ...] = ()  # tool_search: names to load for the next step
+    result: dict | None = None  # an MCP tool's whole result as its server sent it (mcp_content.wire_result)
 
 
 def refusal_reason(name: str, bundle: CapabilityBundle) -> str | None:
@@ -103,20 +109,23 @@ def execute(
         return CallOutcome(content=json.dumps({"error": message}), is_error=True, refused=True)
     if call.name == settings.TOOLHUB_SEARCH_TOOL:
         return run_tool_search(arguments, bundle, emit=emit, owner_id=owner_id)
-    if call.name in BUILTIN_TOOL_NAMES:
+    route = mcp_route(call.name)  # an MCP tool runs on its server even where a builtin handler has its name
+    if route is None and call.name in BUILTIN_TOOL_NAMES:
         result = run_builtin(call.name, arguments, emit=emit)
         content = {"error": result.content} if result.is_error and isinstance(result.content, str) else result.content
         text, _cut = truncate_result(content, max_result_tokens)
         return CallOutcome(content=text, is_error=result.is_error)
-    server = server_for_tool(call.name)
-    if server is None:
+    if route is None:
         message = f"{call.name} runs on an MCP server that this toolhub is not connected to; it was not run."
         return CallOutcome(content=json.dumps({"error": message}), is_error=True)
-    result = call_mcp_tool(server, call.name, arguments)
+    server, server_name = route
+    result = call_mcp_tool(server, server_name, arguments)
     if result.is_error:  # a crash, timeout or protocol error, or the tool's own refusal: the user sees it too
         emit("tool_error", f"⚠ {call.name} failed: {result.content[:300]}", tool_name=call.name)
     text, _cut = truncate_result(mcp_content(result), max_result_tokens)
-    return CallOutcome(content=text, is_error=result.is_error)
+    answered = result.blocks or result.structured is not None
+    whole = wire_result(result.blocks, result.structured, result.is_error) if answered else None
+    return CallOutcome(content=text, is_error=result.is_error, result=whole)
 
 
 def mcp_content(result: McpCallResult) -> object:

@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
-from django.db import models
+from django.db import models, transaction
 
+from .mcp_forms import McpServerForm
 from .models import Domain, KnowledgeSnippet, McpServer, PolicyVersion, Tool, ToolPolicy
 from .policies import record_policy_version
 
@@ -77,7 +78,14 @@ class McpServerAdmin(admin.ModelAdmin):
     list_filter = ("transport", "enabled", "status")
     search_fields = ("name", "command", "url")
     readonly_fields = ("status", "status_message", "last_synced_at", "tool_names", "missing_tool_names")
+    form = McpServerForm
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    @transaction.atomic
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        form.rename_prefixed_tools(obj)  # a new prefix renames the prefixed tools, as on the MCP servers page
+
     actions = ["sync_now"]
 
     @admin.display(description="tools")

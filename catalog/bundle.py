@@ -133,7 +133,8 @@ def _primary_domain(entry: CatalogEntry, decision: RoutingDecision) -> str:
     return (matching or sorted(domains) or ["other"])[0]
 
 
-def _loaded(entry: CatalogEntry, choices: Mapping[str, str] | None = None) -> LoadedTool:
+def loaded_tool(entry: CatalogEntry, choices: Mapping[str, str] | None = None) -> LoadedTool:
+    """An allowed tool as the model is given it (inside a workflow phase, narrowed to the staged choices)."""
     definition, tokens = entry.definition(), entry.schema_tokens
     if choices is not None and entry.policy.workflow_phases:
         # A staged workflow tool shows only the step's part of its schema.
@@ -206,7 +207,7 @@ def build_bundle(
     stays_deferred = [e for e in allowed if not (e.always_load or not e.deferred or e.name in promoted)]
     domain_of: dict[frozenset, str] = {}
     for entry in sorted(to_load, key=priority):
-        tool = _loaded(entry, staged)
+        tool = loaded_tool(entry, staged)
         if entry.always_load or total + tool.schema_tokens <= cap:
             loaded.append(tool)
             total += tool.schema_tokens
@@ -242,7 +243,7 @@ def _all_tools_bundle(decision: RoutingDecision, catalog: Sequence[CatalogEntry]
     for entry in catalog:
         active = entry.enabled and entry.policy is not None and entry.policy.status == ToolPolicy.Status.ACTIVE
         if active:
-            loaded.append(_loaded(entry))
+            loaded.append(loaded_tool(entry))
         else:
             denied.append(DeniedTool(entry.name, "no active policy (fail closed, even in all-tools mode)"))
     audit.warning("all-tools bundle built by %s: %d tools loaded", user.get_username(), len(loaded))

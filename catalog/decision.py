@@ -62,6 +62,10 @@ class CatalogEntry:
     always_load: bool
     deferred: bool
     policy: PolicyView | None
+    # What an MCP server listed beside the schema (empty for other tools); toolhub's /mcp lists it unchanged.
+    title: str = ""
+    output_schema: dict | None = None
+    annotations: dict | None = None
 
     def definition(self) -> dict:
         return {
@@ -92,6 +96,9 @@ def entry_for(tool: Tool) -> CatalogEntry:
         always_load=tool.always_load,
         deferred=is_deferred(tool),
         policy=view,
+        title=tool.title,
+        output_schema=tool.output_schema,
+        annotations=tool.annotations,
     )
 
 

@@ -1,13 +1,17 @@
 """Talk to MCP servers: list their tools and call them, one connection per server per worker process.
 
 Sync callers (Celery tasks, management commands) use `call_tool`,
-`connect` and `list_tools`; async callers use `acall_tool`. The SDK's ClientSession lives
+`connect`, `list_tools` and `disconnect`; async callers use `acall_tool`. The SDK's ClientSession lives
 on one background event-loop thread per process: a connection opens on first
 use, stays open, and is opened again when its server process died or the
 server's settings changed. `call_tool` never raises: protocol errors, crashes
 and timeouts come back as McpCallResult(is_error=True) with a message saying
 what happened. `connect` and `list_tools` raise McpServerUnavailable instead, so a failed
-listing is never mistaken for an empty one. Never touches the database.
+listing is never mistaken for an empty one. A result keeps its content
+blocks and structuredContent as the server sent them (catalog.mcp_content).
+Notifications a server sends unasked (log messages, progress nobody requested,
+list changes) are logged once per kind and connection and otherwise ignored.
+Never touches the database.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
-import json
 import logging
 import os
 import tempfile
@@ -34,6 +37,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams
 
+from .mcp_content import model_text, wire_block
 from .models import McpServer
 
 logger = logging.getLogger(__name__)
@@ -47,8 +51,16 @@ _MAX_LIST_PAGES = 100
 
 @dataclass(frozen=True)
 class McpCallResult:
-    content: str  # what the tool answered (its text content), or what went wrong
+    content: str  # what a model reads of the answer (mcp_content.model_text), or what went wrong
     is_error: bool = False
+    blocks: tuple[dict, ...] = ()  # the content blocks as the server sent them (MCP JSON)
+    structured: Any = None  # structuredContent as the server sent it
+
+    @classmethod
+    def of(cls, result) -> McpCallResult:
+        blocks = tuple(wire_block(block) for block in result.content or ())
+        return cls(model_text(blocks, result.structured_content), bool(result.is_error), blocks,
+                   result.structured_content)  # fmt: skip
 
 
 class McpServerUnavailable(Exception):
@@ -57,6 +69,10 @@ class McpServerUnavailable(Exception):
 
 def mcp_timeout() -> float:
     return float(settings.TOOLHUB_MCP_TIMEOUT)
+
+
+def max_tools() -> int:
+    return int(settings.TOOLHUB_MCP_MAX_TOOLS)
 
 
 @dataclass(frozen=True)
@@ -141,6 +157,7 @@ class _Connection:
         self._stderr = tempfile.TemporaryFile() if endpoint.transport == STDIO else None
         self._stderr_at_close = ""
         self.task: asyncio.Task | None = None
+        self.unsolicited: dict[str, int] = {}  # notification method -> how many came unasked
 
     @property
     def label(self) -> str:
@@ -182,7 +199,7 @@ class _Connection:
             async with contextlib.AsyncExitStack() as stack:
                 # Entering the transport only spawns the process (or prepares HTTP); the handshake is what waits.
                 read, write = await stack.enter_async_context(self._transport(timeout))
-                session = ClientSession(_WatchedReadStream(read, self.stop), write)
+                session = ClientSession(_WatchedReadStream(read, self.stop), write, message_handler=self._on_message)
                 await stack.enter_async_context(session)
                 with anyio.fail_after(timeout):
                     await session.initialize()
@@ -200,6 +217,20 @@ class _Connection:
             if self._stderr is not None:
                 self._stderr_at_close = self.stderr_tail()
                 self._stderr.close()
+
+    async def _on_message(self, message) -> None:
+        """What the server sent that answers no request: logged once per kind, never acted on."""
+        if isinstance(message, Exception):
+            kind = f"unreadable message ({type(message).__name__})"
+            detail = f"something that is not MCP: {message}"
+        else:
+            kind = getattr(message, "method", type(message).__name__)
+            detail = f"{kind}, which toolhub did not ask for"
+            if kind == "notifications/tools/list_changed":
+                detail += " (its tool list changed: sync it to update the catalog)"
+        self.unsolicited[kind] = self.unsolicited.get(kind, 0) + 1
+        if self.unsolicited[kind] == 1:
+            logger.warning("%s sent %s; ignored (further ones are only counted).", self.label, detail)
 
     def _describe_failure(self, exc: BaseException, timeout: float) -> str:
         if self.session is not None:
@@ -264,16 +295,6 @@ def _loop_thread() -> _LoopThread:
         return _loop_state["thread"]
 
 
-def _content_text(result) -> str:
-    parts = []
-    for block in result.content or []:
-        text = getattr(block, "text", None)
-        parts.append(text if isinstance(text, str) else f"[{getattr(block, 'type', 'unknown')} content omitted]")
-    if not parts and result.structured_content is not None:
-        return json.dumps(result.structured_content, ensure_ascii=False)
-    return "\n".join(parts)
-
-
 async def _call(endpoint: Endpoint, name: str, arguments: dict, timeout: float) -> McpCallResult:
     deadline = time.monotonic() + timeout
     connection = _loop_thread().connection(endpoint, timeout)
@@ -301,7 +322,7 @@ async def _call(endpoint: Endpoint, name: str, arguments: dict, timeout: float) 
     except Exception as exc:  # a malformed answer: the server does not speak the protocol as expected
         logger.warning("%s answered %s with something unexpected", connection.label, name, exc_info=True)
         return McpCallResult(f"{connection.label} gave an invalid answer to {name}: {type(exc).__name__}: {exc}", True)
-    return McpCallResult(_content_text(result), is_error=bool(result.is_error))
+    return McpCallResult.of(result)
 
 
 _background_tasks: set[asyncio.Task] = set()
@@ -321,7 +342,24 @@ async def _drop_if_unresponsive(connection: _Connection, session: ClientSession)
         connection.stop()
 
 
-async def _list(endpoint: Endpoint, timeout: float) -> list[dict]:
+def _listed(tool) -> dict:
+    """A listed tool as plain data: what the catalog stores of it, as the server sent it."""
+    return {
+        "name": tool.name,
+        "title": tool.title or "",
+        "description": tool.description or "",
+        "input_schema": tool.input_schema,
+        "output_schema": tool.output_schema,
+        "annotations": tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if tool.annotations is not None else None,
+    }  # fmt: skip
+
+
+class TooManyTools(McpServerUnavailable):
+    """The server lists more tools than TOOLHUB_MCP_MAX_TOOLS allows."""
+
+
+async def _list(endpoint: Endpoint, timeout: float, limit: int) -> list[dict]:
     connection = _loop_thread().connection(endpoint, timeout)
     session = await connection.ready_session(timeout)
     tools, cursor = [], None
@@ -329,15 +367,19 @@ async def _list(endpoint: Endpoint, timeout: float) -> list[dict]:
         async with asyncio.timeout(timeout):
             for _ in range(_MAX_LIST_PAGES):
                 page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-                tools += [
-                    {"name": t.name, "description": t.description or "", "input_schema": t.input_schema}
-                    for t in page.tools
-                ]
+                tools += [_listed(tool) for tool in page.tools]
+                if len(tools) > limit:
+                    raise TooManyTools(
+                        f"{connection.label} lists more than {limit:,} tools ({len(tools):,} so far), more than "
+                        f"TOOLHUB_MCP_MAX_TOOLS allows; nothing was imported. Raise the limit to import them."
+                    )
                 cursor = page.next_cursor
                 if not cursor:
                     return tools
     except TimeoutError:
         raise McpServerUnavailable(f"{connection.label} did not list its tools within {timeout:g} s.") from None
+    except McpServerUnavailable:
+        raise
     except MCPError as exc:
         if exc.error.code == CONNECTION_CLOSED:
             connection.stop()
@@ -406,12 +448,15 @@ def connect(server) -> None:
 
 
 def list_tools(server) -> list[dict]:
-    """The tools `server` serves now, as dicts with name, description and input_schema."""
+    """The tools `server` serves now, as dicts: name, title, description, input_schema, output_schema, annotations.
+
+    Raises TooManyTools past TOOLHUB_MCP_MAX_TOOLS (it stops reading there).
+    """
     problem = _problem(server)
     if problem:
         raise McpServerUnavailable(problem)
     timeout = mcp_timeout()
-    future = _loop_thread().submit(_list(Endpoint.of(server), timeout))
+    future = _loop_thread().submit(_list(Endpoint.of(server), timeout, max_tools()))
     try:
         return future.result(timeout + _GRACE_SECONDS)
     except concurrent.futures.TimeoutError:
@@ -427,6 +472,23 @@ async def _close_all(thread: _LoopThread) -> None:
     tasks = [c.task for c in connections if c.task is not None]
     if tasks:
         await asyncio.wait(tasks, timeout=_GRACE_SECONDS)
+
+
+async def _disconnect(thread: _LoopThread, name: str) -> None:
+    connection = thread.connections.pop(name, None)
+    if connection is not None:
+        connection.stop()
+        if connection.task is not None:
+            await asyncio.wait([connection.task], timeout=_GRACE_SECONDS)
+
+
+def disconnect(server) -> None:
+    """Close this process's connection to `server`, if any (a stdio server's process exits)."""
+    with _loop_lock:
+        thread = _loop_state["thread"] if _loop_state["pid"] == os.getpid() else None
+    if thread is not None:
+        with contextlib.suppress(Exception):
+            thread.submit(_disconnect(thread, server.name)).result(_GRACE_SECONDS + 5)
 
 
 def close_all() -> None:

@@ -1,9 +1,12 @@
-"""The form that adds or edits an MCP server; validation lives on the model (McpServer.clean), never here."""
+"""The form that adds or edits an MCP server; validation lives on the model (McpServer.clean) and in
+catalog.mcp_names (a new prefix must not clash), never here. Saving a new prefix renames the prefixed tools."""
 
 import json
 
 from django import forms
+from django.db import transaction
 
+from .mcp_names import prefix_renames, rename_tools
 from .models import McpServer
 
 
@@ -27,7 +30,7 @@ class McpServerForm(forms.ModelForm):
 
     class Meta:
         model = McpServer
-        fields = ["name", "transport", "command", "args", "env", "url", "headers", "enabled"]
+        fields = ["name", "prefix", "transport", "command", "args", "env", "url", "headers", "enabled"]
         field_classes = {"args": PrettyJSONField, "env": PrettyJSONField, "headers": PrettyJSONField}
         widgets = {
             "args": forms.Textarea(attrs={"rows": 3}),
@@ -40,6 +43,25 @@ class McpServerForm(forms.ModelForm):
             "env": 'stdio: extra environment variables, a JSON object of strings, e.g. {"API_TOKEN": "..."}.',
             "headers": 'streamable HTTP: request headers, a JSON object, e.g. {"Authorization": "Bearer ..."}.',
         }
+
+    renames: dict[str, str] = {}
+
+    def clean_prefix(self):
+        prefix = self.cleaned_data["prefix"]
+        if prefix and self.instance.pk is not None and prefix != self.instance.prefix:
+            self.renames = prefix_renames(self.instance, prefix)  # ValidationError: shown on the field
+        return prefix
+
+    @transaction.atomic
+    def save(self, commit=True):
+        server = super().save(commit=commit)
+        if commit:
+            self.rename_prefixed_tools(server)
+        return server
+
+    def rename_prefixed_tools(self, server: McpServer) -> None:
+        """After the row is saved (the admin saves it itself): the prefixed tools take the new prefix."""
+        rename_tools(server, self.renames)
 
     def clean_args(self):
         return self.cleaned_data["args"] if self.cleaned_data["args"] is not None else []

@@ -1,11 +1,16 @@
 """Keep the catalog in step with what each MCP server serves, and record the sync's progress on its row.
 
 New tools arrive without a policy (denied until an operator approves one); a
-tool whose definition changed is updated and its policy goes back to draft;
-a tool the server stopped serving is disabled, never deleted, and enabled
-again if it comes back. A listed tool with an invalid name or schema is
-rejected with the reason and the others are imported; a name another server
-or a builtin tool owns rejects the whole listing (nothing written).
+tool whose definition changed (description, schemas, title, annotations) is
+updated and its policy goes back to draft; a tool the server stopped serving is
+disabled, never deleted, and enabled again if it comes back. Each tool gets its
+catalog name from catalog.mcp_names: the server's own name, or the server's
+prefix before it when another tool has that name (the report says which and
+why). A listed tool with an invalid name, a name listed twice, or an invalid
+input or output schema is rejected with the reason and the others are
+imported; a listing past TOOLHUB_MCP_MAX_TOOLS, or one that cannot be read, is
+refused whole (nothing written). A failed sync closes its connection, so no
+server process is left running for it.
 
 Tools are written in batches of SYNC_BATCH, each in its own transaction, so
 the page sees "importing n of N" as it goes. A sync stopped half-way leaves
@@ -24,10 +29,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .mcp_client import McpServerUnavailable, connect, list_tools
+from .mcp_client import McpServerUnavailable, connect, disconnect, list_tools
+from .mcp_names import current_names, name_tools, rename_tools, taken_names, upstream_name_problem
 from .models import RUNNING_SYNC_PHASES, McpServer, Tool, ToolPolicy
 from .policies import record_policy_version
-from .schemas import validate_input_schema, validate_tool_name
+from .schemas import validate_input_schema, validate_output_schema
 from .tokens import canonical_json
 
 SCHEMA_CHANGED_NOTE = "schema changed on the MCP server"
@@ -44,7 +50,8 @@ class SyncResult:
     changed: list[str] = field(default_factory=list)
     disabled: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
-    rejected: dict[str, str] = field(default_factory=dict)  # tool name -> why it was not imported
+    rejected: dict[str, str] = field(default_factory=dict)  # the server's tool name -> why it was not imported
+    prefixed: dict[str, str] = field(default_factory=dict)  # catalog name of a new prefixed tool -> why
     error: str = ""
 
     @property
@@ -58,6 +65,9 @@ class SyncResult:
             f"{len(self.new)} new, {len(self.changed)} changed, "
             f"{len(self.disabled)} disabled, {len(self.unchanged)} unchanged"
         )
+        if self.prefixed:
+            reasons = "; ".join(f"{name}: {why}" for name, why in self.prefixed.items())
+            text += f", {len(self.prefixed)} named with the prefix ({reasons})"
         if self.rejected:
             reasons = "; ".join(f"{name}: {why}" for name, why in self.rejected.items())
             text += f", {len(self.rejected)} rejected ({reasons})"
@@ -71,12 +81,9 @@ class SyncResult:
             "disabled": self.disabled,
             "unchanged": len(self.unchanged),
             "rejected": self.rejected,
+            "prefixed": self.prefixed,
             "error": self.error,
         }
-
-
-class SyncRejected(Exception):
-    """What the server listed cannot be taken into the catalog; nothing was written."""
 
 
 def _split_listing(listed: list[dict]) -> tuple[list[dict], dict[str, str]]:
@@ -88,20 +95,32 @@ def _split_listing(listed: list[dict]) -> tuple[list[dict], dict[str, str]]:
     for index, tool in enumerate(listed):
         name = tool.get("name")
         label = name if isinstance(name, str) and name else f"#{index}"
+        problem = upstream_name_problem(name)
+        if problem:
+            rejected[label] = problem
+            continue
         if counts[name] > 1:
-            rejected[label] = "listed more than once"
+            rejected[label] = f"listed {counts[name]} times with different definitions; none of them was imported"
             continue
         try:
-            validate_tool_name(name)
             validate_input_schema(tool.get("input_schema"))
+            if tool.get("output_schema") is not None:
+                validate_output_schema(tool["output_schema"])
         except Exception as exc:  # ValidationError, or a schema that is not even JSON-like
             rejected[label] = "; ".join(getattr(exc, "messages", [str(exc)]))
     return [tool for tool in listed if tool.get("name") not in rejected], rejected
 
 
-def _definition(name: str, description: str, schema: dict) -> str:
-    """What a tool's schema_hash is computed from, serialized the same way."""
-    return canonical_json(Tool(name=name, description=description, input_schema=schema).function_definition())
+# What a sync compares: a change to any of these updates the tool and sends its policy back to draft.
+DEFINITION_FIELDS = ("description", "input_schema", "title", "output_schema", "annotations")
+
+
+def _definition(data: dict) -> str:
+    return canonical_json({field: data.get(field) or None for field in DEFINITION_FIELDS})
+
+
+def _stored_definition(tool: Tool) -> str:
+    return _definition({field: getattr(tool, field) for field in DEFINITION_FIELDS})
 
 
 def _send_policy_back_to_draft(tool: Tool) -> None:
@@ -113,47 +132,33 @@ def _send_policy_back_to_draft(tool: Tool) -> None:
     record_policy_version(policy, note=SCHEMA_CHANGED_NOTE)
 
 
-def _conflicts(server: McpServer, names: list[str]) -> list[str]:
-    owners = {
-        name: other.name
-        for other in McpServer.objects.exclude(pk=server.pk).only("name", "tool_names")
-        for name in other.tool_names
-    }
-    ours = set(server.tool_names) | set(server.missing_tool_names)
-    sources = dict(Tool.objects.filter(name__in=names).values_list("name", "source"))
-    problems = []
-    for name in names:
-        if name in owners:
-            problems.append(f"{name}: already served by MCP server {owners[name]!r}")
-        elif name in sources and name not in ours and sources[name] != Tool.Source.MCP:
-            problems.append(f"{name}: a {sources[name]} tool of that name exists")
-    return problems
-
-
-def _import_batch(batch: list[dict], missing: set[str], result: SyncResult) -> None:
-    existing = {tool.name: tool for tool in Tool.objects.filter(name__in=[tool["name"] for tool in batch])}
+def _import_batch(batch: list[dict], names: dict[str, str], missing: set[str], result: SyncResult) -> None:
+    """Write one batch of listed tools; `names`: the server's name of each -> its catalog name."""
+    existing = {tool.name: tool for tool in Tool.objects.filter(name__in=[names[data["name"]] for data in batch])}
     for data in batch:
-        name, description, schema = data["name"], data["description"], data["input_schema"]
+        name = names[data["name"]]
+        stored = {field: data.get(field) for field in DEFINITION_FIELDS}
+        stored["title"] = stored["title"] or ""
         tool = existing.get(name)
         if tool is None:
-            Tool.objects.create(
-                name=name, description=description, input_schema=schema,
-                source=Tool.Source.MCP, is_mcp=True, should_defer=True,
-            )  # fmt: skip
+            Tool.objects.create(name=name, upstream_name=data["name"], source=Tool.Source.MCP, is_mcp=True,
+                                should_defer=True, **stored)  # fmt: skip
             result.new.append(name)
             continue
-        redefined = _definition(name, tool.description, tool.input_schema) != _definition(name, description, schema)
+        redefined = _stored_definition(tool) != _definition(data)
         returning = name in missing and not tool.enabled
-        if not (redefined or returning):
+        adopted = tool.upstream_name != data["name"]  # a demo tool of this name, or a row from before namespaces
+        if not (redefined or returning or adopted):
             result.unchanged.append(name)
             continue
-        tool.description, tool.input_schema = description, schema
-        tool.source, tool.is_mcp = Tool.Source.MCP, True
+        for name_of_field, value in stored.items():
+            setattr(tool, name_of_field, value)
+        tool.upstream_name, tool.source, tool.is_mcp = data["name"], Tool.Source.MCP, True
         tool.enabled = tool.enabled or returning
         tool.save()
         if redefined:
             _send_policy_back_to_draft(tool)
-        result.changed.append(name)
+        (result.changed if redefined or returning else result.unchanged).append(name)
 
 
 def _finish(server: McpServer, names: list[str], result: SyncResult) -> None:
@@ -211,25 +216,33 @@ def sync_server(server: McpServer) -> SyncResult:
         _progress(server, Phase.LISTING)
         listed = list_tools(server)
         valid, result.rejected = _split_listing(listed)
-        names = [tool["name"] for tool in valid]
-        problems = _conflicts(server, names)
-        if problems:
-            raise SyncRejected("the server's tool list was rejected, nothing changed: " + "; ".join(problems))
+        current = current_names(server)
+        naming = name_tools(prefix=server.prefix, upstream_names=[tool["name"] for tool in valid], current=current,
+                            taken=taken_names(server))  # fmt: skip
+        result.rejected |= naming.rejected
+        result.prefixed = {naming.names[upstream]: why for upstream, why in naming.prefixed.items()}
+        valid = [tool for tool in valid if tool["name"] in naming.names]
+        # A prefix changed without the form (the shell, a migration): those tools follow it first.
+        renames = {current[u]: name for u, name in naming.names.items() if u in current and current[u] != name}
+        rename_tools(server, renames)
+        server.refresh_from_db()
         _progress(server, Phase.IMPORTING, sync_total=len(valid))
         missing = set(server.missing_tool_names)
         for start in range(0, len(valid), SYNC_BATCH):
             with transaction.atomic():
-                _import_batch(valid[start : start + SYNC_BATCH], missing, result)
+                _import_batch(valid[start : start + SYNC_BATCH], naming.names, missing, result)
             _progress(server, Phase.IMPORTING, sync_done=min(start + SYNC_BATCH, len(valid)))
         with transaction.atomic():
-            _finish(server, names, result)
-    except (McpServerUnavailable, SyncRejected) as exc:
+            _finish(server, [naming.names[tool["name"]] for tool in valid], result)
+    except McpServerUnavailable as exc:
+        disconnect(server)  # a refused or failed sync leaves no server process behind
         result = SyncResult(server=server.name, error=str(exc))
         McpServer.objects.filter(pk=server.pk).update(
             status=McpServer.Status.ERROR, status_message=result.error, last_synced_at=timezone.now(),
             sync_phase=Phase.ERROR, sync_report=result.report(), sync_updated_at=timezone.now(),
         )  # fmt: skip
     except Exception as exc:  # a bug or a lost database: the page must not wait for a sync that ended
+        disconnect(server)
         _progress(server, Phase.ERROR, sync_report={**result.report(), "error": f"{type(exc).__name__}: {exc}"})
         raise
     server.refresh_from_db()
@@ -241,8 +254,17 @@ def sync_all() -> list[SyncResult]:
 
 
 def server_for_tool(name: str) -> McpServer | None:
-    """The enabled server that serves tool `name` now, if any."""
+    """The enabled server that serves tool `name` (a catalog name) now, if any."""
     for server in McpServer.objects.filter(enabled=True):
         if name in server.tool_names:
             return server
     return None
+
+
+def mcp_route(name: str) -> tuple[McpServer, str] | None:
+    """(the enabled server serving catalog tool `name`, the server's name for it), or None for a tool of no server."""
+    upstream = Tool.objects.filter(name=name, source=Tool.Source.MCP).values_list("upstream_name", flat=True).first()
+    if upstream is None:
+        return None
+    server = server_for_tool(name)
+    return (server, upstream or name) if server is not None else None

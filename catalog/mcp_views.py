@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from .mcp_forms import McpServerForm
+from .mcp_names import prefixed_tools
 from .models import McpServer, Tool
 from .selectors import tools_needing_policy
 from .tasks import sync_mcp_server
@@ -50,7 +51,7 @@ def server_list(request):
 @_needs(VIEW)
 def server_detail(request, name):
     server = get_object_or_404(McpServer, name=name)
-    context = _sync_context(server) | {"can_change": request.user.has_perm(CHANGE)}
+    context = _sync_context(server) | {"can_change": request.user.has_perm(CHANGE), "prefixed": prefixed_tools(server)}
     return render(request, "catalog/mcp_server_detail.html", context)
 
 
@@ -85,12 +86,13 @@ def server_edit(request, name):
 def test_connection(request, name):
     """Connect and list the tools; shows the count or the error and changes nothing stored."""
     # Imported here: only the processes that talk to MCP servers load the SDK's client.
-    from .mcp_client import McpServerUnavailable, list_tools
+    from .mcp_client import McpServerUnavailable, disconnect, list_tools
 
     server = get_object_or_404(McpServer, name=name)
     try:
         tools = list_tools(server)
     except McpServerUnavailable as exc:
+        disconnect(server)  # a failed test leaves no server process behind
         outcome = {"ok": False, "message": str(exc)}
     else:
         outcome = {"ok": True, "count": len(tools)}

@@ -14,7 +14,14 @@ from django.db import models
 from django.utils import timezone
 from django.utils.text import slugify
 
-from .schemas import validate_input_schema, validate_string_list, validate_tool_name
+from .schemas import (
+    MAX_MCP_PREFIX_LENGTH,
+    default_mcp_prefix,
+    validate_input_schema,
+    validate_mcp_prefix,
+    validate_string_list,
+    validate_tool_name,
+)
 from .secrets import EncryptedJSONField
 from .tokens import canonical_json, count_tokens
 
@@ -86,6 +93,13 @@ class Tool(models.Model):
     schema_tokens = models.PositiveIntegerField(default=0, editable=False)
     schema_hash = models.CharField(max_length=64, editable=False, db_index=True)
     enabled = models.BooleanField(default=True)
+    # What an MCP server lists beside the schema, kept as it sent it so toolhub's /mcp lists it unchanged.
+    upstream_name = models.CharField(
+        max_length=128, blank=True, help_text="MCP tools: the name its server calls it by (catalog.mcp_names)."
+    )
+    title = models.CharField(max_length=300, blank=True, help_text="MCP tools: the display title.")
+    output_schema = models.JSONField(null=True, blank=True, help_text="MCP tools: JSON Schema of structuredContent.")
+    annotations = models.JSONField(null=True, blank=True, help_text="MCP tools: behaviour hints (readOnlyHint, ...).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -114,6 +128,11 @@ class Tool(models.Model):
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
         }
+
+    @property
+    def server_name(self) -> str:
+        """The name toolhub calls this tool by on its MCP server."""
+        return self.upstream_name or self.name
 
 
 class ToolPolicy(models.Model):
@@ -278,6 +297,14 @@ class McpServer(models.Model):
         ERROR = "error"
 
     name = models.SlugField(max_length=64, unique=True)
+    prefix = models.CharField(
+        max_length=32,
+        unique=True,
+        blank=True,
+        validators=[validate_mcp_prefix],
+        help_text="Put before a tool's name (prefix__name) when another tool already has that name. "
+        "Empty: derived from the server's name. Changing it renames the prefixed tools; their policies follow.",
+    )
     transport = models.CharField(max_length=32, choices=Transport.choices, default=Transport.STDIO)
     command = models.CharField(max_length=500, blank=True, help_text="stdio: the program to start.")
     args = models.JSONField(default=list, blank=True, help_text="stdio: its arguments, a list of strings.")
@@ -312,6 +339,21 @@ class McpServer(models.Model):
 
     def __str__(self):
         return self.name
+
+    def save(self, *args, **kwargs):
+        if not self.prefix:
+            self.prefix = self.free_prefix()
+        super().save(*args, **kwargs)
+
+    def free_prefix(self) -> str:
+        """The prefix derived from the name, numbered when another server has it already."""
+        base = default_mcp_prefix(self.name)
+        taken = set(McpServer.objects.exclude(pk=self.pk).values_list("prefix", flat=True))
+        candidate, number = base, 2
+        while candidate in taken:
+            suffix = f"_{number}"
+            candidate, number = f"{base[: MAX_MCP_PREFIX_LENGTH - len(suffix)]}{suffix}", number + 1
+        return candidate
 
     @property
     def syncing(self) -> bool:

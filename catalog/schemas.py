@@ -12,7 +12,10 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# What both MCP clients (SEP-986: A-Z a-z 0-9 _ - ., at most 128) and OpenAI-compatible models (no dot, at most
+# 64) accept: every name toolhub shows is within this.
+MAX_TOOL_NAME_LENGTH = 64
+TOOL_NAME_PATTERN = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_TOOL_NAME_LENGTH}}}$")
 
 
 def validate_tool_name(name: str) -> None:
@@ -22,6 +25,31 @@ def validate_tool_name(name: str) -> None:
             code="invalid_tool_name",
             params={"name": name},
         )
+
+
+MCP_PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*$")  # no "__": that is the separator
+MAX_MCP_PREFIX_LENGTH = 32
+
+
+def validate_mcp_prefix(prefix: str) -> None:
+    """An MCP server's prefix (catalog.mcp_names): words of letters and digits joined by single '_' or '-'."""
+    if not isinstance(prefix, str) or len(prefix) > MAX_MCP_PREFIX_LENGTH or not MCP_PREFIX_PATTERN.match(prefix):
+        raise ValidationError(
+            "A prefix is 1-%(max)d letters or digits, in words joined by single '_' or '-' (got %(prefix)r).",
+            code="invalid_prefix",
+            params={"max": MAX_MCP_PREFIX_LENGTH, "prefix": prefix},
+        )
+
+
+def default_mcp_prefix(server_name: str) -> str:
+    """The prefix a server gets from its name: `mcp-server-time` -> `mcp_server_time` (whole words that fit)."""
+    words = [word for word in re.split(r"[^A-Za-z0-9]+", server_name.lower()) if word] or ["mcp"]
+    prefix = words[0][:MAX_MCP_PREFIX_LENGTH]
+    for word in words[1:]:
+        if len(prefix) + 1 + len(word) > MAX_MCP_PREFIX_LENGTH:
+            break
+        prefix = f"{prefix}_{word}"
+    return prefix
 
 
 def validate_input_schema(schema) -> None:
@@ -54,6 +82,24 @@ def validate_input_schema(schema) -> None:
             "Required parameters are not defined in properties: %(missing)s.",
             code="schema_required_undefined",
             params={"missing": ", ".join(missing)},
+        )
+
+
+def validate_output_schema(schema) -> None:
+    """An MCP tool's outputSchema: a valid JSON Schema object (what structuredContent is checked against)."""
+    if not isinstance(schema, dict):
+        raise ValidationError(
+            "The output schema must be a JSON Schema object (a mapping), got %(kind)s.",
+            code="output_schema_not_object",
+            params={"kind": type(schema).__name__},
+        )
+    problem = _metaschema_problem(json.dumps(schema, sort_keys=True))
+    if problem:
+        where, message = problem
+        raise ValidationError(
+            "The output schema is not valid JSON Schema at %(where)s: %(message)s",
+            code="output_schema_invalid",
+            params={"where": where, "message": message},
         )
 
 

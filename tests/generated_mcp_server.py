@@ -2,16 +2,26 @@
 
     python -m tests.generated_mcp_server --tools 1000
     python -m tests.generated_mcp_server --tools 3 --malformed gen_tool_0002
+    python -m tests.generated_mcp_server --tools 1 --extra "has space" --extra a.dotted.name --duplicate gen_tool_0001
+    python -m tests.generated_mcp_server --tools 1 --content --chatty
     python -m tests.generated_mcp_server --tools 1000 --http 127.0.0.1:8766   # streamable HTTP at /mcp
 
-Every tool echoes its arguments back as JSON text. --malformed lists that tool
-with an input schema that is not valid JSON Schema (a property of type
-"nonsense"), so a sync must reject it and import the others.
+Every gen_tool_NNNN echoes its arguments back as JSON text. --malformed lists
+that tool with an input schema that is not valid JSON Schema (a property of
+type "nonsense"); --bad-output-schema lists it with an invalid outputSchema;
+--extra adds an echo tool of exactly that name, valid or not; --duplicate lists
+a tool twice. --content adds one tool per kind of content (CONTENT_TOOLS:
+image, audio, resource link, embedded text and blob resources, structured
+content with an outputSchema, title and annotations, and `gen_big`, which
+answers `bytes` characters of text). --chatty sends notifications nobody
+asked for (log messages, progress for an unknown token, a resource update, a
+tool list change, a method no spec defines) before it answers each call.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 
 import anyio
@@ -20,41 +30,149 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 MALFORMED_SCHEMA = {"type": "object", "properties": {"q": {"type": "nonsense"}}}
+BAD_OUTPUT_SCHEMA = {"type": "object", "properties": {"n": {"type": 42}}}
+# The smallest valid PNG (1x1, transparent) and a tiny WAV header with 8 silent samples.
+PNG = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360000002000154a24f5d"
+        "0000000049454e44ae426082"
+    )
+).decode()
+_FORMAT = (16).to_bytes(4, "little") + bytes.fromhex("01000100401f0000401f000001000800")  # PCM, mono, 8 kHz, 8 bit
+WAV = base64.b64encode(
+    b"RIFF" + (44).to_bytes(4, "little") + b"WAVEfmt " + _FORMAT + b"data" + (8).to_bytes(4, "little") + b"\x80" * 8
+).decode()
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {"temperature": {"type": "number"}, "conditions": {"type": "string"}},
+    "required": ["temperature", "conditions"],
+}
+EMPTY = {"type": "object", "properties": {}}
+CONTENT_TOOLS = {
+    "gen_image": [
+        types.TextContent(type="text", text="A pixel:"),
+        types.ImageContent(type="image", data=PNG, mime_type="image/png"),
+    ],
+    "gen_audio": [types.AudioContent(type="audio", data=WAV, mime_type="audio/wav")],
+    "gen_resource_link": [
+        types.ResourceLink(
+            type="resource_link", uri="gen://docs/readme", name="readme", mime_type="text/markdown",
+            description="The generated readme",
+        )
+    ],
+    "gen_embedded_text": [
+        types.EmbeddedResource(
+            type="resource",
+            resource=types.TextResourceContents(uri="gen://notes/1", mime_type="text/plain", text="Note one."),
+        )
+    ],
+    "gen_embedded_blob": [
+        types.EmbeddedResource(
+            type="resource",
+            resource=types.BlobResourceContents(uri="gen://files/pixel.png", mime_type="image/png", blob=PNG),
+        )
+    ],
+}  # fmt: skip
 
 
 def tool_name(index: int) -> str:
     return f"gen_tool_{index:04d}"
 
 
-def generated_tools(count: int, malformed: set[str]) -> list[types.Tool]:
+def echo_schema(index: int) -> dict:
+    return {
+        "type": "object",
+        "properties": {
+            "q": {"type": "string", "description": f"What to look up in area {index}."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+        },
+        "required": ["q"],
+    }
+
+
+def generated_tools(count: int, malformed: set[str], bad_output: set[str] = frozenset()) -> list[types.Tool]:
     tools = []
     for index in range(1, count + 1):
         name = tool_name(index)
-        schema = {
-            "type": "object",
-            "properties": {
-                "q": {"type": "string", "description": f"What to look up in area {index}."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 50},
-            },
-            "required": ["q"],
-        }
         tools.append(
             types.Tool(
                 name=name,
                 description=f"Look up records of generated area {index} by a query (benchmark tool).",
-                input_schema=MALFORMED_SCHEMA if name in malformed else schema,
+                input_schema=MALFORMED_SCHEMA if name in malformed else echo_schema(index),
+                output_schema=BAD_OUTPUT_SCHEMA if name in bad_output else None,
             )
         )
     return tools
 
 
-def build_server(count: int, malformed: set[str]) -> Server:
-    listing = generated_tools(count, malformed)
+def content_tools() -> list[types.Tool]:
+    tools = [types.Tool(name=name, description=f"Answers {name[4:].replace('_', ' ')} content.", input_schema=EMPTY)
+             for name in CONTENT_TOOLS]  # fmt: skip
+    tools.append(
+        types.Tool(
+            name="gen_weather",
+            title="Generated weather",
+            description="The weather as structured content.",
+            input_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            output_schema=WEATHER_SCHEMA,
+            annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        )
+    )
+    tools.append(
+        types.Tool(
+            name="gen_big",
+            description="Answers `bytes` characters of text.",
+            input_schema={"type": "object", "properties": {"bytes": {"type": "integer"}}, "required": ["bytes"]},
+        )
+    )
+    return tools
+
+
+def content_result(name: str, arguments: dict) -> types.CallToolResult:
+    if name == "gen_weather":
+        weather = {"temperature": 31.5, "conditions": f"Sunny in {arguments.get('city', '?')}"}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(weather))],
+                                    structured_content=weather)  # fmt: skip
+    if name == "gen_big":
+        line = "record 0123456789 value abcdefghij\n"
+        size = int(arguments["bytes"])
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=(line * (size // len(line) + 1))[:size])]
+        )
+    return types.CallToolResult(content=CONTENT_TOOLS[name])
+
+
+async def chatter(ctx) -> None:
+    """Notifications that answer nothing the client asked."""
+    session = ctx.session
+    await session.send_notification(
+        types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams(level="error", data="unasked log")
+        )
+    )
+    await session.send_progress_notification("nobody-asked", 0.5, 1.0)
+    await session.send_resource_updated("gen://never/subscribed")
+    await session.send_tool_list_changed()
+    await session._connection.outbound.notify("notifications/made_up", {"noise": True})
+
+
+def build_server(count: int, malformed: set[str], *, extra=(), duplicate=(), bad_output=frozenset(), content=False,
+                 chatty=False) -> Server:  # fmt: skip
+    listing = generated_tools(count, malformed, bad_output)
+    listing += [types.Tool(name=name, description="An extra echo tool.", input_schema=echo_schema(0)) for name in extra]
+    listing += [tool for tool in listing if tool.name in set(duplicate)]
+    if content:
+        listing += content_tools()
+    content_names = {tool.name for tool in content_tools()}
 
     async def on_list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listing)
 
     async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if chatty:
+            await chatter(ctx)
+        if content and params.name in content_names:
+            return content_result(params.name, params.arguments or {})
         text = json.dumps({"tool": params.name, "arguments": params.arguments or {}})
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
@@ -65,9 +183,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.generated_mcp_server", description=__doc__.split("\n")[0])
     parser.add_argument("--tools", type=int, default=1000)
     parser.add_argument("--malformed", action="append", default=[], metavar="NAME")
+    parser.add_argument("--bad-output-schema", action="append", default=[], metavar="NAME")
+    parser.add_argument("--extra", action="append", default=[], metavar="NAME")
+    parser.add_argument("--duplicate", action="append", default=[], metavar="NAME")
+    parser.add_argument("--content", action="store_true")
+    parser.add_argument("--chatty", action="store_true")
     parser.add_argument("--http", metavar="HOST:PORT", help="Serve streamable HTTP at http://HOST:PORT/mcp, not stdio.")
     options = parser.parse_args(argv)
-    server = build_server(options.tools, set(options.malformed))
+    server = build_server(options.tools, set(options.malformed), extra=options.extra, duplicate=options.duplicate,
+                          bad_output=set(options.bad_output_schema), content=options.content,
+                          chatty=options.chatty)  # fmt: skip
     if options.http:
         import uvicorn
 

@@ -24,7 +24,7 @@ from catalog.mcp_client import McpServerUnavailable, acall_tool, call_tool, list
 from catalog.mcp_sync import SCHEMA_CHANGED_NOTE, server_for_tool, sync_server
 from catalog.models import CatalogState, McpServer, Tool, ToolPolicy
 from catalog.tokens import canonical_json
-from tests.builders import make_policy, make_tool
+from tests.builders import make_policy
 
 pytestmark = pytest.mark.django_db
 
@@ -144,17 +144,6 @@ def test_sync_adopts_the_demo_catalog_tools_and_keeps_their_policies(tmp_path):
     assert set(ToolPolicy.objects.filter(status="active").values_list("tool__name", flat=True)) == active
     assert server_for_tool("create_rule_draft").name == "loyalty"
     assert server_for_tool("calculate") is None
-
-
-def test_sync_rejects_a_name_taken_by_another_kind_of_tool_and_changes_nothing(tmp_path):
-    make_tool("list_campaigns", source=Tool.Source.BUILTIN)
-    server = demo_server(tmp_path)
-
-    result = sync_server(server)
-
-    assert not result.ok and "list_campaigns: a builtin tool of that name exists" in result.error
-    assert Tool.objects.count() == 1
-    assert server.status == McpServer.Status.ERROR and server.tool_names == []
 
 
 def test_sync_of_an_unreachable_server_records_the_error_and_keeps_its_tools(tmp_path):
@@ -430,3 +419,29 @@ def test_a_tool_with_a_malformed_schema_is_rejected_with_the_reason_and_the_othe
     assert server.status == McpServer.Status.OK and server.tool_names == ["gen_tool_0001", "gen_tool_0003"]
     assert "1 rejected (gen_tool_0002: The input schema is not valid JSON Schema" in server.status_message
     assert server.sync_report["rejected"] == result.rejected
+
+
+def test_notifications_nobody_asked_for_are_logged_once_each_and_change_nothing(caplog):
+    server = McpServer.objects.create(
+        name="chatty", command=sys.executable, args=["-m", "tests.generated_mcp_server", "--tools", "1", "--chatty"]
+    )
+    assert sync_server(server).ok
+    version = CatalogState.objects.get().version
+
+    with caplog.at_level("WARNING", logger="catalog.mcp_client"):
+        results = [call_tool(server, "gen_tool_0001", {"q": f"call {n}"}) for n in range(3)]
+
+    assert [json.loads(result.content)["arguments"]["q"] for result in results] == ["call 0", "call 1", "call 2"]
+    warnings = sorted(r.getMessage() for r in caplog.records if r.name == "catalog.mcp_client")
+    assert warnings == [
+        f"MCP server 'chatty' sent {method}, which toolhub did not ask for{hint}; ignored (further ones are only "
+        "counted)."
+        for method, hint in sorted([
+            ("notifications/message", ""),
+            ("notifications/progress", ""),
+            ("notifications/resources/updated", ""),
+            ("notifications/tools/list_changed", " (its tool list changed: sync it to update the catalog)"),
+        ])
+    ]  # fmt: skip
+    assert CatalogState.objects.get().version == version  # a list change notice syncs nothing by itself
+    assert sync_server(server).unchanged == ["gen_tool_0001"]

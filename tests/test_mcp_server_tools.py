@@ -1,19 +1,25 @@
-"""What toolhub's MCP server lists and runs per session (the logic under /mcp, without HTTP)."""
+"""What toolhub's MCP server lists and runs for an API key (the logic under /mcp, without HTTP)."""
 
+import datetime
 import json
-import time
 
 import pytest
+from django.utils import timezone
 
-from agents.mcp_server import NEUTRAL, McpEndpoint, Sessions, call, path_router, session_tools
+from agents.api_keys import create_api_key
+from agents.mcp_found import found_tools, remember_found
+from agents.mcp_server import NEUTRAL, McpEndpoint, ToolRefused, call, call_result, path_router, session_tools
+from agents.models import McpFoundTool
+from agents.tool_calls import CallOutcome
 from catalog.decision import RoutingDecision
+from catalog.mcp_content import wire_result
 from catalog.models import ToolPolicy
-from tests.builders import make_policy, make_tool
+from tests.builders import make_policy, make_tool, make_user
 
 pytestmark = pytest.mark.django_db
 
 SEARCH_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
-LISTING = RoutingDecision(action="list", domains=frozenset({"general"}), confidence=0.9)
+CREATING = RoutingDecision(action="create", domains=frozenset({"general"}), confidence=0.9)
 
 
 @pytest.fixture
@@ -21,70 +27,108 @@ def catalog():
     make_policy(make_tool("tool_search", input_schema=SEARCH_SCHEMA, always_load=True), operation="search")
     make_policy(make_tool("calculate", input_schema={"type": "object", "properties": {}}, always_load=True))
     make_policy(make_tool("lookup_thing", should_defer=True))
+    make_policy(make_tool("make_thing", should_defer=True), operation="create")
     make_policy(make_tool("read_secret", should_defer=False), requires_confirmation=True)
     make_tool("unpolicied_thing", should_defer=False)
 
 
-def listed(found=None) -> set[str]:
-    return {tool.name for tool in session_tools(found or {})}
+@pytest.fixture
+def key():
+    api_key, _ = create_api_key(user=make_user(username="client", role="viewer"), name="mcp")
+    return api_key.pk
 
 
-def outcome_error(outcome) -> str:
-    assert outcome.is_error
-    return json.loads(outcome.content)["error"]
+def listed(key_id) -> set[str]:
+    return {tool.name for tool in session_tools(found_tools(key_id))}
 
 
-def test_a_new_session_lists_the_search_tool_and_the_loaded_tools_only(catalog):
-    assert listed() == {"tool_search", "calculate", "read_secret"}
+def refusal(name, arguments, key_id) -> str:
+    with pytest.raises(ToolRefused) as refused:
+        call(name, arguments, key_id)
+    return str(refused.value)
 
 
-def test_a_found_tool_is_listed_and_callable_in_that_session_only(catalog):
-    found = {"lookup_thing": LISTING}
-
-    assert "lookup_thing" in listed(found)
-    assert "deferred" in outcome_error(call("lookup_thing", {"q": "x"}, {}))
-    outcome = call("lookup_thing", {"q": "x"}, found)
-    assert "runs on an MCP server that this toolhub is not connected to" in outcome_error(outcome)  # it got past policy
+def not_connected(outcome) -> bool:
+    """The call got past policy: these test tools have no MCP server to run on."""
+    return outcome.is_error and "not connected to" in json.loads(outcome.content)["error"]
 
 
-def test_a_found_tool_whose_policy_is_no_longer_active_drops_out(catalog):
-    found = {"lookup_thing": LISTING}
-    assert "lookup_thing" in listed(found)
-    policy = ToolPolicy.objects.get(tool__name="lookup_thing")
+def test_a_new_session_lists_the_search_tool_and_the_loaded_tools_only(catalog, key):
+    assert listed(key) == {"tool_search", "calculate", "read_secret"}
+
+
+def test_a_tool_policy_permits_is_callable_by_name_without_a_search(catalog, key):
+    assert "lookup_thing" not in listed(key)  # deferred: not in the list (context) ...
+    assert not_connected(call("lookup_thing", {"q": "x"}, key))  # ... but permitted (policy)
+
+
+def test_what_a_key_found_stays_listed_and_callable_for_that_key_only_across_sessions(catalog, key):
+    other_key = create_api_key(user=make_user(username="other", role="viewer"), name="other")[0].pk
+    assert "create tool, but the request is answer" in refusal("make_thing", {"q": "x"}, key)
+
+    remember_found(key, ["make_thing"], CREATING)  # what tool_search does with what it found
+
+    assert "make_thing" in listed(key) and "make_thing" not in listed(other_key)
+    assert not_connected(call("make_thing", {"q": "x"}, key))
+    assert "create tool" in refusal("make_thing", {"q": "x"}, other_key)
+
+
+def test_what_a_key_found_is_forgotten_after_the_configured_time(catalog, key, settings):
+    settings.TOOLHUB_MCP_FOUND_TTL = 60
+    remember_found(key, ["make_thing"], CREATING)
+    row = McpFoundTool.objects.get()
+    assert (
+        timezone.now() + datetime.timedelta(seconds=55)
+        < row.expires_at
+        <= timezone.now() + datetime.timedelta(seconds=60)
+    )
+    McpFoundTool.objects.update(expires_at=timezone.now() - datetime.timedelta(seconds=1))
+
+    assert "make_thing" not in listed(key)
+    assert "create tool" in refusal("make_thing", {"q": "x"}, key)
+    remember_found(key, [], CREATING)
+    assert not McpFoundTool.objects.exists()  # expired rows go with the next search
+
+
+def test_a_found_tool_whose_policy_is_no_longer_active_drops_out(catalog, key):
+    remember_found(key, ["make_thing"], CREATING)
+    policy = ToolPolicy.objects.get(tool__name="make_thing")
     policy.status = ToolPolicy.Status.DRAFT
     policy.save()
 
-    assert "lookup_thing" not in listed(found)
-    assert "policy is draft" in outcome_error(call("lookup_thing", {"q": "x"}, found))
+    assert "make_thing" not in listed(key)
+    assert "policy is draft" in refusal("make_thing", {"q": "x"}, key)
 
 
-def test_an_unpolicied_tool_is_never_listed_or_run_even_if_a_session_claims_it(catalog):
-    found = {"unpolicied_thing": NEUTRAL}
+def test_unknown_unpolicied_and_approval_tools_are_refused_with_the_reason(catalog, key):
+    remember_found(key, ["unpolicied_thing"], NEUTRAL)
 
-    assert "unpolicied_thing" not in listed(found)
-    assert "no policy (fail closed)" in outcome_error(call("unpolicied_thing", {"q": "x"}, found))
-
-
-def test_a_tool_that_requires_approval_is_refused_with_a_clear_message(catalog):
-    message = outcome_error(call("read_secret", {"q": "x"}, {}))
-
+    assert "unpolicied_thing" not in listed(key)
+    assert "no policy (fail closed)" in refusal("unpolicied_thing", {"q": "x"}, key)
+    assert refusal("nope", {}, key) == "There is no tool named nope."
+    message = refusal("read_secret", {"q": "x"}, key)
     assert "requires an operator's approval" in message and "not offered over MCP" in message
 
 
-def test_arguments_are_checked_against_the_schema(catalog):
-    assert "Missing required arguments: q" in outcome_error(call("read_secret", {}, {}))
-    assert outcome_error(call("read_secret", {"q": 5}, {})) == "Invalid arguments at q: 5 is not of type 'string'"
+def test_arguments_that_do_not_match_the_schema_are_an_error_result_the_model_can_correct(catalog, key):
+    missing = call("read_secret", {}, key)
+    assert missing.is_error and "Missing required arguments: q" in json.loads(missing.content)["error"]
+    wrong = call("lookup_thing", {"q": 5}, key)
+    assert json.loads(wrong.content)["error"] == "Invalid arguments at q: 5 is not of type 'string'"
 
 
-def test_sessions_keep_their_own_tools_and_forget_idle_ones():
-    sessions = Sessions(idle_seconds=0.05)
-    sessions.get("a").found["lookup_thing"] = LISTING
+def test_an_mcp_result_passes_on_whole_with_only_its_text_cut_to_the_budget():
+    image = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png", "annotations": {"priority": 1}}
+    link = {"type": "resource_link", "uri": "gen://x", "name": "x"}
+    text = {"type": "text", "text": "word " * 5000, "annotations": {"audience": ["user"]}}
+    whole = wire_result([text, image, link], {"n": 1}, False)
 
-    assert sessions.get("a").found == {"lookup_thing": LISTING}
-    assert sessions.get("b").found == {}
-    assert sessions.get(None).found == {}
-    time.sleep(0.1)
-    assert sessions.get("a").found == {}
+    result = call_result(CallOutcome(content="(the model's view)", result=whole), 100)
+
+    wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert wire["content"][1:] == [image, link] and wire["structuredContent"] == {"n": 1}
+    assert wire["content"][0]["annotations"] == {"audience": ["user"]}
+    assert wire["content"][0]["text"].endswith("chars]") and len(wire["content"][0]["text"]) < 1000
 
 
 # --- the ASGI endpoint (no Daphne) -------------------------------------------------------------

@@ -323,11 +323,11 @@ def test_a_sync_stopped_half_way_keeps_what_it_wrote_and_the_next_sync_completes
     real_import = mcp_sync._import_batch
     batches = []
 
-    def fail_on_the_second_batch(batch, missing, result):
+    def fail_on_the_second_batch(batch, names, missing, result):
         batches.append(batch)
         if len(batches) == 2:
             raise RuntimeError("database went away")
-        real_import(batch, missing, result)
+        real_import(batch, names, missing, result)
 
     monkeypatch.setattr(mcp_sync, "_import_batch", fail_on_the_second_batch)
     with pytest.raises(RuntimeError):

@@ -17,18 +17,51 @@ def test_text_that_fits_is_returned_untouched():
     assert truncate_result("The answer is 42.", 50) == ("The answer is 42.", False)
 
 
-def test_long_text_keeps_its_start_and_says_how_many_tokens_were_cut():
+def test_long_text_keeps_its_start_and_says_how_many_characters_were_cut():
     text = " ".join(f"line {n} of the log" for n in range(2000))
-    total = count_tokens(text)
 
     cut, was_cut = truncate_result(text, 100)
 
     assert was_cut is True
     assert count_tokens(cut) <= 100
     kept, last_line = cut.rsplit("\n", 1)
-    assert text.startswith(kept)
-    cut_tokens = int(re.fullmatch(r"… \[(\d+) tokens cut\]", last_line).group(1))
-    assert count_tokens(kept) <= total - cut_tokens + 1  # +1: the last kept token may lose a split character
+    assert text.startswith(kept) and count_tokens(kept) > 80  # the budget is used
+    cut_chars = int(re.fullmatch(r"… \[cut (\d+) chars\]", last_line).group(1))
+    assert len(kept) + cut_chars == len(text)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "a" * 5_000_000,  # one endless word
+        "record value " * 400_000,
+        json.dumps({f"key{n}": n for n in range(300_000)}),
+        json.dumps({"data": [{"id": n, "text": "word " * 10} for n in range(60_000)]}),
+        {"blob": "QUJD" * 1_250_000},
+    ],
+    ids=["word", "prose", "wide-object", "nested-array", "long-string"],
+)
+def test_megabytes_are_cut_to_the_budget_without_tokenizing_them_whole(content, monkeypatch):
+    from agents.tools import results
+
+    encoded = []
+    real = results.encoding()
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def encode(self, text, **kwargs):
+            encoded.append(len(text))
+            return real.encode(text, **kwargs)
+
+    monkeypatch.setattr(results, "encoding", lambda: Counting())
+    monkeypatch.setattr(results, "count_tokens", lambda text: encoded.append(len(text)) or count_tokens(text))
+
+    text, was_cut = truncate_result(content, 1024)
+
+    assert was_cut and count_tokens(text) <= 1024
+    assert max(encoded) <= (1024 + 1) * 128  # never more than a bounded prefix (the longest cl100k token: 128 bytes)
 
 
 def test_text_cut_never_leaves_half_a_character():

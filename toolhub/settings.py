@@ -232,6 +232,10 @@ TOOLHUB_STATUS_TEXTS = {
 } | json.loads(os.environ.get("TOOLHUB_STATUS_TEXTS") or "{}")
 # MCP servers: seconds a connection + call may take before the call is an error result.
 TOOLHUB_MCP_TIMEOUT = env_float("TOOLHUB_MCP_TIMEOUT", 30.0)
+# Most tools one MCP server may list; a server listing more is refused whole (nothing imported).
+TOOLHUB_MCP_MAX_TOOLS = env_int("TOOLHUB_MCP_MAX_TOOLS", 2000)
+# Seconds a tool an API key found through tool_search stays listed and callable for that key, across MCP sessions.
+TOOLHUB_MCP_FOUND_TTL = env_int("TOOLHUB_MCP_FOUND_TTL", 3600)
 # Builtin web search: a SearXNG-compatible JSON API; unset -> "not configured".
 SEARXNG_URL = os.environ.get("SEARXNG_URL", "")
 TOOLHUB_WEB_SEARCH_TIMEOUT = env_float("TOOLHUB_WEB_SEARCH_TIMEOUT", 10.0)

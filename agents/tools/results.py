@@ -5,9 +5,11 @@ shape: arrays keep as many leading items as fit and end with a marker item
 ("… 37 more items cut"), objects keep their leading keys (a marker key "…"
 counts the rest), long strings keep their start and end with
 "… [cut 1234 chars]", and the budget is shared so small values stay whole.
-Plain text keeps its first tokens and ends with a line saying how many tokens
-were cut. Token counts are cl100k counts (catalog.tokens); the returned text
-is counted again before it is returned, so it always fits.
+Plain text keeps its first tokens and ends with a line saying how many
+characters were cut ("… [cut 1234 chars]"). Token counts are cl100k counts (catalog.tokens); the returned text
+is counted again before it is returned, so it always fits. Only a bounded
+prefix of a long text or string is ever tokenized, so the time a cut takes
+does not grow with the size of the result.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from catalog.tokens import count_tokens, encoding
 
 MIN_PARTIAL_TOKENS = 16  # below this, a value that does not fit is left out rather than cut to a stub
 _RETRIES = 12
+_ITEMS_PER_TOKEN = 4  # at most this many JSON items (`"",` or `{},`) share one token
 
 
 def truncate_result(content: object, max_tokens: int) -> tuple[str, bool]:
@@ -31,6 +34,29 @@ def truncate_result(content: object, max_tokens: int) -> tuple[str, bool]:
     if value is None:
         return _cut_text(text, max_tokens), True
     return _cut_json(value, max_tokens), True
+
+
+def truncate_blocks(blocks: list[dict], max_tokens: int) -> tuple[list[dict], bool]:
+    """MCP content blocks with their text cut to share `max_tokens`, in order; other blocks pass untouched.
+
+    A text block keeps its other fields (annotations); text blocks that get no room are left out and one text block
+    at the end says how many characters went.
+    """
+    remaining, kept, cut, dropped = max_tokens, [], False, 0
+    for block in blocks:
+        if block.get("type") != "text" or not isinstance(block.get("text"), str):
+            kept.append(block)
+            continue
+        if remaining < MIN_PARTIAL_TOKENS:
+            cut, dropped = True, dropped + len(block["text"])
+            continue
+        text, was_cut = truncate_result(block["text"], remaining)
+        cut = cut or was_cut
+        remaining -= count_tokens(text)  # at most `remaining` tokens: bounded, whatever the block's size
+        kept.append(block if text == block["text"] else {**block, "text": text})
+    if dropped:
+        kept.append({"type": "text", "text": _chars_marker(dropped)})
+    return kept, cut
 
 
 def _as_text_and_json(content: object) -> tuple[str, object]:
@@ -75,21 +101,34 @@ def _longest_token_bytes() -> int:
 
 
 def _cut_text(text: str, max_tokens: int) -> str:
-    tokens = encoding().encode(text, disallowed_special=())
+    tokens = _prefix_tokens(text, max_tokens)
     keep = max_tokens
     for _ in range(_RETRIES):
         kept = _decode_prefix(tokens, keep)
-        candidate = f"{kept}\n… [{len(tokens) - keep} tokens cut]"
+        candidate = f"{kept}\n{_chars_marker(len(text) - len(kept))}"
         overshoot = count_tokens(candidate) - max_tokens
         if overshoot <= 0:
             return candidate
         keep = _shrink(keep, overshoot, max_tokens)
         if keep <= 0:
             break
-    for fallback in (f"… [{len(tokens)} tokens cut]", "…"):
+    for fallback in (_chars_marker(len(text)), "…"):
         if count_tokens(fallback) <= max_tokens:
             return fallback
     return ""
+
+
+def _prefix_tokens(text: str, max_tokens: int) -> list[int]:
+    """The tokens of a prefix of `text` holding more than `max_tokens` tokens: never the whole of a long text.
+
+    Most tokens are a few characters, so a short prefix usually does; a token is never longer than the longest
+    token's bytes (each at least a character), so a prefix of max_tokens * that many characters always does.
+    """
+    for chars in (max_tokens * 8 + 64, (max_tokens + 1) * _longest_token_bytes()):
+        tokens = encoding().encode(text[:chars], disallowed_special=())
+        if len(tokens) > max_tokens or chars >= len(text):
+            return tokens
+    return tokens
 
 
 def _shrink(keep: int, overshoot: int, budget: int) -> int:
@@ -143,16 +182,19 @@ class _Shrinker:
     def cost(self, part: object) -> int:
         """Tokens of a part of the original value (alive for the whole cut, so its id is stable).
 
-        A part too large to fit any budget gets a lower bound instead, which saves encoding megabytes.
+        A part too large to fit any budget gets a lower bound instead, found without serializing it, which keeps a
+        cut of megabytes as fast as a cut of kilobytes.
         """
         key = id(part)
         if key not in self._costs:
-            text = _dumps(part)
-            size = len(text.encode())
-            if size > self._max_tokens * _longest_token_bytes():
-                self._costs[key] = size // _longest_token_bytes()
+            floor = _token_floor(part, self._max_tokens)
+            if floor > self._max_tokens:
+                self._costs[key] = floor
             else:
-                self._costs[key] = count_tokens(text)
+                text = _dumps(part)
+                size = len(text.encode())
+                self._costs[key] = size // _longest_token_bytes() if size > self._max_tokens * _longest_token_bytes() \
+                    else count_tokens(text)  # fmt: skip
         return self._costs[key]
 
     def fit(self, value: object, budget: int) -> object:
@@ -192,13 +234,14 @@ class _Shrinker:
         while marker_key in mapping:
             marker_key += "…"
         marker_cost = count_tokens(_dumps({marker_key: _keys_marker(len(keys))}))
-        overheads = {key: count_tokens(_dumps(key)) + 2 for key in keys}  # the key, its colon and a comma
+        overheads: dict = {}  # the key, its colon and a comma; counted only for the keys looked at
 
         # Keep leading keys while each still gets at least a small value.
         committed = 2  # the braces
         kept_keys: list = []
         for index, key in enumerate(keys):
             reserve = 0 if index == len(keys) - 1 else marker_cost
+            overheads[key] = count_tokens(_dumps(key)) + 2
             need = overheads[key] + min(self.cost(mapping[key]), MIN_PARTIAL_TOKENS)
             if committed + need + reserve > budget:
                 break
@@ -226,6 +269,28 @@ class _Shrinker:
         if len(kept_keys) < len(keys):
             result[marker_key] = _keys_marker(len(keys) - len(kept_keys))
         return result
+
+
+def _token_floor(part: object, limit: int) -> int:
+    """A lower bound of the tokens of `part` as JSON, looked for only until it passes `limit`.
+
+    A token is at most the longest token's bytes, so a string has at least len / that many; the punctuation
+    between a container's items is a few characters, so a few items share at most one token.
+    """
+    if isinstance(part, str):
+        return len(part) // _longest_token_bytes()
+    if isinstance(part, dict):
+        items = [value for pair in part.items() for value in pair]
+    elif isinstance(part, list):
+        items = part
+    else:
+        return 1
+    floor = len(items) // _ITEMS_PER_TOKEN
+    for item in items:
+        if floor > limit:
+            break
+        floor += _token_floor(item, limit - floor)
+    return floor
 
 
 def _cut_string(text: str, budget: int) -> str:

@@ -1,6 +1,7 @@
-"""MCP benchmark: sync of a 1,000-tool MCP server, and what toolhub adds to an MCP call; prints figures, not a test.
+"""MCP benchmark: sync of a 1,000-tool MCP server, what toolhub adds to an MCP call, and how fast a 5 MB result
+is cut; prints figures, not a test.
 
-    .venv/bin/python tests/bench/mcp_bench.py [--tools 1000] [--calls 200]
+    .venv/bin/python tests/bench/mcp_bench.py [--tools 1000] [--calls 200] [--big-bytes 5000000]
 
 Runs on the embedded default (SQLite in a temporary data dir) against the
 generated stdio server (tests/generated_mcp_server.py). Call latency is
@@ -9,7 +10,9 @@ measured three ways for the same tool of the same server: a direct SDK call
 (agents.tool_calls.execute: bundle and schema checks, then catalog.mcp_client),
 the /mcp endpoint's logic in-process (agents.mcp_server.call: the bundle is
 built for each call), and an SDK client calling it through toolhub's /mcp on a
-real Daphne.
+real Daphne. Then a 5 MB text result (the generated server's gen_big): the time
+from its arrival to the cut, for the model (truncate_result) and for an MCP
+client (truncate_blocks), and the whole call directly and through /mcp.
 """
 
 import argparse
@@ -45,6 +48,7 @@ from agents import mcp_server  # noqa: E402
 from agents.api_keys import create_api_key  # noqa: E402
 from agents.providers import ToolCall  # noqa: E402
 from agents.tool_calls import execute  # noqa: E402
+from agents.tools.results import truncate_blocks, truncate_result  # noqa: E402
 from catalog import mcp_client  # noqa: E402
 from catalog.bundle import build_bundle  # noqa: E402
 from catalog.decision import RoutingDecision, load_catalog  # noqa: E402
@@ -137,17 +141,69 @@ def runtime_calls(calls: int) -> list[float]:
     return samples
 
 
-def mcp_server_calls(calls: int) -> list[float]:
+def mcp_server_calls(calls: int, key_id: int) -> list[float]:
     """toolhub's MCP-server logic in-process (agents.mcp_server.call): the bundle built per call, then execute."""
     samples = []
     for index in range(WARM_UP + calls):
         started = time.perf_counter()
-        outcome = mcp_server.call(TOOL, ARGUMENTS, {})
+        outcome = mcp_server.call(TOOL, ARGUMENTS, key_id)
         elapsed = (time.perf_counter() - started) * 1000
         assert not outcome.is_error, outcome.content
         if index >= WARM_UP:
             samples.append(elapsed)
     return samples
+
+
+CONTENT_ARGS = ["-m", "tests.generated_mcp_server", "--tools", "0", "--content"]
+BIG_ROUNDS = 5
+
+
+def big_cuts(server: McpServer, size: int) -> tuple[list[float], list[float], list[float], list[float]]:
+    """(cut for the model, cut for /mcp, the raw call, the runtime's whole call) in ms, for a `size`-byte result."""
+    model_cut, client_cut, raw, whole = [], [], [], []
+    bundle = build_bundle(RoutingDecision(), load_catalog(), recommended=("gen_big",))
+    for _ in range(BIG_ROUNDS):
+        started = time.perf_counter()
+        result = mcp_client.call_tool(server, "gen_big", {"bytes": size})  # arrived: parsed into blocks
+        raw.append((time.perf_counter() - started) * 1000)
+        assert len(result.blocks[0]["text"]) == size
+        started = time.perf_counter()
+        truncate_result(result.content, 1024)
+        model_cut.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        truncate_blocks(list(result.blocks), 1024)
+        client_cut.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        outcome = execute(ToolCall("big", "gen_big", json.dumps({"bytes": size})), bundle, emit=lambda *a, **k: None,
+                          max_result_tokens=1024)  # fmt: skip
+        whole.append((time.perf_counter() - started) * 1000)
+        assert not outcome.is_error and len(outcome.content) < 10_000
+    return model_cut, client_cut, raw, whole
+
+
+async def big_direct(size: int) -> list[float]:
+    params = StdioServerParameters(command=sys.executable, args=CONTENT_ARGS, cwd=str(ROOT))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        return await timed_big(session, size)
+
+
+async def timed_big(session: ClientSession, size: int) -> list[float]:
+    samples = []
+    for _ in range(BIG_ROUNDS):
+        started = time.perf_counter()
+        result = await session.call_tool("gen_big", {"bytes": size})
+        samples.append((time.perf_counter() - started) * 1000)
+        assert not result.is_error
+    return samples
+
+
+async def big_through(base: str, key: str, size: int) -> list[float]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=120)
+    async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            return await timed_big(session, size)
 
 
 async def toolhub_calls(base: str, key: str, calls: int) -> list[float]:
@@ -156,7 +212,6 @@ async def toolhub_calls(base: str, key: str, calls: int) -> list[float]:
         async with ClientSession(read, write) as session:
             await session.initialize()
             assert TOOL in [tool.name for tool in (await session.list_tools()).tools]
-            await session.call_tool("tool_search", {"query": "look up records"})  # waits for the search warm-up
             return await sdk_calls(session, calls)
 
 
@@ -164,6 +219,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tools", type=int, default=1000)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--big-bytes", type=int, default=5_000_000)
     options = parser.parse_args()
     call_command("migrate", verbosity=0)
     print(f"data: {DATA_DIR}; CPUs: {os.cpu_count()}; load: {os.getloadavg()[0]:.2f}")
@@ -172,15 +228,21 @@ def main() -> None:
     # One tool made callable without a search: an active read policy, always loaded.
     Tool.objects.filter(name=TOOL).update(always_load=True)
     make_policy(Tool.objects.get(name=TOOL))
-    _, key = create_api_key(user=make_user(role="viewer"), name="mcp-bench")
+    api_key, key = create_api_key(user=make_user(role="viewer"), name="mcp-bench")
+    content = McpServer.objects.create(name="content", command=sys.executable, args=CONTENT_ARGS)
+    assert sync_server(content).ok
+    make_policy(Tool.objects.get(name="gen_big"))  # read, low: callable by name over /mcp without a search
 
     direct = asyncio.run(direct_calls(options.tools, options.calls))
     direct_http = asyncio.run(direct_http_calls(options.tools, options.calls))
     runtime = runtime_calls(options.calls)
-    logic = mcp_server_calls(options.calls)
+    logic = mcp_server_calls(options.calls, api_key.pk)
+    model_cut, client_cut, big_raw, big_whole = big_cuts(content, options.big_bytes)
+    big_alone = asyncio.run(big_direct(options.big_bytes))
     mcp_client.close_all()
     with daphne(embedded_env(DATA_DIR)) as base:
         through = asyncio.run(toolhub_calls(base, key, options.calls))
+        big_via = asyncio.run(big_through(base, key, options.big_bytes))
     print(f"{options.calls} calls of {TOOL} (after {WARM_UP} warm-up calls each):")
     print(f"  direct SDK call over stdio:                 {percentiles(direct)}")
     print(f"  direct SDK call over streamable HTTP:       {percentiles(direct_http)}")
@@ -193,6 +255,14 @@ def main() -> None:
         p50 = statistics.median(samples) - statistics.median(base_samples)
         p95 = percentile95(samples) - percentile95(base_samples)
         print(f"  added by toolhub ({label}, over a direct {transport} call): p50 {p50:+.2f} ms, p95 {p95:+.2f} ms")
+    megabytes = options.big_bytes / 1_000_000
+    print(f"a {megabytes:g} MB text result ({BIG_ROUNDS} rounds, medians):")
+    print(f"  cut for the model, from its arrival (truncate_result): {statistics.median(model_cut):.1f} ms")
+    print(f"  cut for an MCP client, from its arrival (truncate_blocks): {statistics.median(client_cut):.1f} ms")
+    print(f"  toolhub's client call (stdio, parsed): {statistics.median(big_raw):.0f} ms; the runtime's whole call "
+          f"(execute): {statistics.median(big_whole):.0f} ms")  # fmt: skip
+    print(f"  direct SDK call over stdio: {statistics.median(big_alone):.0f} ms; SDK client through toolhub's /mcp: "
+          f"{statistics.median(big_via):.0f} ms")  # fmt: skip
     print(f"load after: {os.getloadavg()[0]:.2f}")
 
 

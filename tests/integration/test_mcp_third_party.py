@@ -1,0 +1,173 @@
+"""Real third-party MCP servers through toolhub's /mcp on Daphne, driven by the official MCP SDK client.
+
+`mcp-server-time` (PyPI, pinned in requirements.txt) runs over stdio next to
+the builtin clock tools: its get_current_time clashes with the builtin one and
+is named with the server's prefix. `@modelcontextprotocol/server-everything`
+(npm, pinned in tests/npm/package-lock.json, installed by `make test`) answers
+every kind of content; each answer through toolhub is compared with the same
+call made directly to a second copy of the server. It has no audio tool, so
+audio is covered by tests/test_mcp_content.py's generated server.
+"""
+
+import asyncio
+import sys
+from contextlib import asynccontextmanager
+
+import httpx2
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from agents.api_keys import create_api_key
+from catalog import mcp_client
+from catalog.demo_catalog import load_demo_catalog
+from catalog.mcp_sync import sync_server
+from catalog.models import McpServer, Tool
+from tests.builders import make_policy, make_user
+from tests.servers import ROOT, daphne, database_env
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+EVERYTHING = ROOT / "tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+TIME_ARGS = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
+# Tools of server-everything the tests call; the others stay without a policy (denied).
+EVERYTHING_CALLS = {
+    "echo": {"message": "hello through toolhub"},
+    "get-sum": {"a": 2, "b": 40},
+    "get-tiny-image": {},
+    "get-annotated-message": {"messageType": "error", "includeImage": True},
+    "get-resource-links": {"count": 3},
+    "get-resource-reference": {"resourceType": "Text", "resourceId": 2},
+    "get-structured-content": {"location": "New York"},
+}
+
+
+def wire(result) -> dict:
+    # `execution` is about tasks (SEP-1686), which toolhub does not offer; `_meta` is the transport's.
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"meta", "execution"})
+
+
+@pytest.fixture
+def toolhub(tmp_path):
+    """Daphne on the test database: the demo catalog, both servers synced, their read tools policied, a key."""
+    assert EVERYTHING.exists(), "server-everything is not installed: run `make test-servers` (make test does)"
+    load_demo_catalog()
+    time_server = McpServer.objects.create(name="time", command=sys.executable, args=TIME_ARGS)
+    everything = McpServer.objects.create(name="everything", command="node", args=[str(EVERYTHING), "stdio"])
+    synced = {server.name: sync_server(server) for server in (time_server, everything)}
+    assert all(result.ok for result in synced.values()), {name: r.error for name, r in synced.items()}
+    for name in ["time__get_current_time", "convert_time", *EVERYTHING_CALLS]:
+        make_policy(Tool.objects.get(name=name))
+    Tool.objects.filter(name__in=["time__get_current_time", "convert_time"]).update(always_load=True)
+    mcp_client.close_all()  # Daphne opens its own connections
+    _, key = create_api_key(user=make_user(role="viewer"), name="third-party")
+    _, other_key = create_api_key(user=make_user(username="other", role="viewer"), name="other")
+    with daphne(database_env()) as base:
+        yield base, key, other_key, synced
+
+
+@asynccontextmanager
+async def session_for(base: str, key: str):
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=120)
+    async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def direct_everything():
+    params = StdioServerParameters(command="node", args=[str(EVERYTHING), "stdio"])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def test_mcp_server_time_imports_next_to_the_builtin_clock_and_its_structured_answers_pass_through(toolhub):
+    base, key, _, synced = toolhub
+    assert synced["time"].prefixed == {"time__get_current_time": "the builtin tool is named get_current_time"}
+    assert Tool.objects.get(name="get_current_time").source == Tool.Source.BUILTIN
+
+    async def scenario():
+        async with session_for(base, key) as session:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            assert {"get_current_time", "time__get_current_time", "convert_time"} <= set(tools)
+            listed = tools["time__get_current_time"]
+            assert listed.output_schema["properties"]["timezone"] == {"title": "Timezone", "type": "string"}
+            assert listed.annotations.read_only_hint is True
+            assert tools["get_current_time"].output_schema is None  # the builtin one, unchanged
+
+            upstream = await session.call_tool("time__get_current_time", {"timezone": "Asia/Ho_Chi_Minh"})
+            assert not upstream.is_error, upstream.content
+            assert upstream.structured_content["timezone"] == "Asia/Ho_Chi_Minh"  # the SDK checked outputSchema
+            converted = await session.call_tool(
+                "convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
+            )
+            assert converted.structured_content["target"]["datetime"].endswith("21:00:00+09:00")
+            builtin = await session.call_tool("get_current_time", {"timezone": "Asia/Ho_Chi_Minh"})
+            assert not builtin.is_error and builtin.structured_content is None  # toolhub's own clock
+
+    asyncio.run(scenario())
+
+
+def test_every_kind_of_content_of_server_everything_passes_through_unchanged(toolhub):
+    base, key, _, _ = toolhub
+
+    async def scenario():
+        async with session_for(base, key) as through, direct_everything() as direct:
+            direct_tools = {tool.name: tool for tool in (await direct.list_tools()).tools}
+            query = "select:" + ",".join(EVERYTHING_CALLS)
+            found = await through.call_tool("tool_search", {"query": query, "limit": 10})
+            assert not found.is_error, found.content
+            listed = {tool.name: tool for tool in (await through.list_tools()).tools}
+            kinds = set()
+            for name, arguments in EVERYTHING_CALLS.items():
+                assert wire(listed[name]) == wire(direct_tools[name]), name  # title, schemas, annotations
+                expected, got = await direct.call_tool(name, arguments), await through.call_tool(name, arguments)
+                assert wire(got) == wire(expected), (name, wire(got), wire(expected))
+                kinds |= {block.type for block in got.content}
+            assert kinds == {"text", "image", "resource_link", "resource"}
+            structured = await through.call_tool("get-structured-content", {"location": "Chicago"})
+            assert set(structured.structured_content) == {"temperature", "conditions", "humidity"}
+
+    asyncio.run(scenario())
+
+
+def test_a_stateless_client_calls_what_its_key_found_in_another_session_and_any_permitted_tool_by_name(toolhub):
+    base, key, other_key, _ = toolhub
+
+    async def scenario():
+        async with session_for(base, key) as first:
+            assert "get-sum" not in {tool.name for tool in (await first.list_tools()).tools}  # deferred
+            await first.call_tool("tool_search", {"query": "select:get-sum"})
+        async with session_for(base, key) as second:  # a new session, as a stateless client opens per call
+            assert "get-sum" in {tool.name for tool in (await second.list_tools()).tools}
+            summed = await second.call_tool("get-sum", {"a": 1, "b": 2})
+            assert "3" in summed.content[0].text
+        async with session_for(base, other_key) as stranger:
+            assert "get-sum" not in {tool.name for tool in (await stranger.list_tools()).tools}
+            echoed = await stranger.call_tool("echo", {"message": "direct"})  # permitted, never searched for
+            assert echoed.content[0].text == "Echo: direct"
+
+    asyncio.run(scenario())
+
+
+def test_unknown_and_denied_tools_are_json_rpc_errors_with_the_reason(toolhub):
+    base, key, _, _ = toolhub
+
+    async def scenario():
+        async with session_for(base, key) as session:
+            with pytest.raises(MCPError) as unknown:
+                await session.call_tool("no-such-tool", {})
+            with pytest.raises(MCPError) as denied:
+                await session.call_tool("get-env", {})  # imported, never given a policy
+            invalid = await session.call_tool("get-sum", {"a": "two", "b": 2})
+            return unknown.value.error, denied.value.error, invalid
+
+    unknown, denied, invalid = asyncio.run(scenario())
+
+    assert (unknown.code, unknown.message) == (-32602, "There is no tool named no-such-tool.")
+    assert denied.code == -32602 and "no policy (fail closed)" in denied.message
+    assert invalid.is_error and "Invalid arguments at a" in invalid.content[0].text  # the model can correct this
