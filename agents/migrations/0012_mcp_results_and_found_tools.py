@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agents", "0008_default_intent_examples"),
+        ("agents", "0011_more_intent_examples"),
         ("catalog", "0009_mcp_namespaces"),
     ]
 
