@@ -38,6 +38,17 @@ def pytest_report_header(config):
 
 
 @pytest.fixture
+def demo_catalog(db):
+    """The demo catalog in this test's database, as `load_demo_catalog()` writes it (its summary is the value).
+
+    Copied from this process's first load (tests/demo_snapshot.py says when it loads for real instead).
+    """
+    from tests.demo_snapshot import demo_catalog as load
+
+    return load()
+
+
+@pytest.fixture
 def eager_celery():
     """Run tasks in the test's own process, whatever broker the run is configured with."""
     from toolhub.celery import app
