@@ -19,6 +19,7 @@ Conventions (a new test file in the current style needs nothing else):
 - A test that starts from the demo catalog takes the `demo_catalog` fixture
   (a copy of the process's first load, tests/demo_snapshot.py) rather than
   calling `load_demo_catalog()`, which still works and costs about a second.
+- Passwords hash with MD5 outside integration tests (`_fast_password_hashing`).
 - The embedding models load once per process (catalog.embeddings) and memoise
   what they embedded: the first test of a worker that needs them pays, no other.
 - Any test may run in either worker, in any order: nothing shared between tests
@@ -81,6 +82,18 @@ def _integration_needs_real_services(request):
             "integration test needs the real services: set " + " and ".join(missing) + " (make test does this)",
             pytrace=False,
         )
+
+
+# PBKDF2's million rounds cost a quarter of a CPU second per user made or logged in with a password.
+FAST_PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(request, settings):
+    """In-process tests hash passwords cheaply; integration tests keep the real hashers (their servers,
+    other processes with the deployment's settings, check the passwords the test stored)."""
+    if request.node.get_closest_marker("integration") is None:
+        settings.PASSWORD_HASHERS = FAST_PASSWORD_HASHERS
 
 
 def pytest_report_header(config):
