@@ -38,13 +38,23 @@ run: setup
 	$(PY) manage.py setup_demo
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolhub.asgi:application
 
-# Unit tests on the embedded default (SQLite), then the whole suite on
-# PostgreSQL + Redis, started here if installed but stopped.
-test: setup $(CHROMIUM) $(NPM_MCP_SERVERS)
-	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL $(PY) -m pytest -m "not integration" -q -p no:cacheprovider
+# Two stages, each test in exactly one (README "Testing"): the fast stage on the embedded
+# default (SQLite), then the integration tests and the `postgres` unit tests on PostgreSQL +
+# Redis, started here if installed but stopped. Both stages use both cores (pytest-xdist, one
+# test database per worker; the PostgreSQL stage keeps each file on one worker so a module's
+# servers start once) and print the slowest tests so a regression shows.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS)
+
+test: test-unit test-integration
+
+test-unit: setup
+	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL $(PYTEST) -m "not integration"
+
+test-integration: setup $(CHROMIUM) $(NPM_MCP_SERVERS)
 	$(PY) tests/ensure_services.py $(TEST_DATABASE_URL) $(TEST_REDIS_URL)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) TOOLHUB_CELERY_QUEUE=test-$$$$ \
-		$(PY) -m pytest -p no:cacheprovider
+		TOOLHUB_CHANNEL_PREFIX=toolhub-test-$$$$ $(PYTEST) --dist loadfile -m integration
 
 # Tool-routing benchmark on the public bench data (figures only, no pass/fail):
 # recall against the baselines, then search latency at 2,923 and 10,000 tools.

@@ -1,4 +1,35 @@
-"""Shared test setup: integration tests fail loudly (never skip) without the real services."""
+"""Shared test setup, and the conventions a test file follows so the suite stays fast and runs in parallel.
+
+Stages (`make test`, the README's "Testing" says what each proves):
+- fast: `pytest -m "not integration"` on the embedded default (SQLite in memory,
+  in-memory channel layer, eager Celery), split over two pytest-xdist workers;
+- PostgreSQL: `pytest -m integration`: the integration tests (real PostgreSQL,
+  Redis, Celery worker, Daphne, Chromium) and the unit tests marked `postgres`,
+  whose point is what the database does (locking, constraints, compare-and-set,
+  SQL functions). `postgres` implies `integration` (added below), so each test
+  runs in exactly one stage. Integration tests fail loudly without the services.
+
+Conventions (a new test file in the current style needs nothing else):
+- Plain pytest functions; the database through `db` or `@pytest.mark.django_db`
+  (each test in a transaction that is rolled back); `settings` to change
+  settings; builders from tests/builders.py.
+- `@pytest.mark.django_db(transaction=True)` only when other threads, processes
+  or servers must see the rows: it empties every table after the test, migrated
+  rows included (`restore_migrated_routing_data` puts the router's back).
+- A test that starts from the demo catalog takes the `demo_catalog` fixture
+  (a copy of the process's first load, tests/demo_snapshot.py) rather than
+  calling `load_demo_catalog()`, which still works and costs about a second.
+- Passwords hash with MD5 outside integration tests (`_fast_password_hashing`).
+- The embedding models load once per process (catalog.embeddings) and memoise
+  what they embedded: the first test of a worker that needs them pays, no other.
+- Any test may run in either worker, in any order: nothing shared between tests
+  but the database's migrated rows; files under `tmp_path`, ports from
+  `tests.servers.free_port`. Each worker has its own test database
+  (pytest-django's `_gw0` suffix), Celery queue and channel-layer prefix (set
+  here, inherited by the servers a test starts).
+"""
+
+import os
 
 import pytest
 from django.conf import settings
@@ -9,6 +40,32 @@ from tests.scripted_openai import ScriptedOpenAI
 # Tests assert behaviour, never time: no per-example deadline on a loaded CI machine.
 hypothesis_settings.register_profile("toolhub", deadline=None)
 hypothesis_settings.load_profile("toolhub")
+
+
+def pytest_configure(config):
+    _own_queue_and_channel_prefix_per_worker()
+
+
+def _own_queue_and_channel_prefix_per_worker() -> None:
+    """Two xdist workers share Redis: a worker's Celery worker must never take the other's tasks
+    (they run on another test database), nor its browsers hear the other's channel-layer groups."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return
+    from toolhub.celery import app
+
+    queue = f"{settings.CELERY_TASK_DEFAULT_QUEUE}-{worker}"
+    os.environ["TOOLHUB_CELERY_QUEUE"] = settings.CELERY_TASK_DEFAULT_QUEUE = queue
+    app.conf.task_default_queue = queue
+    layer_config = settings.CHANNEL_LAYERS["default"].get("CONFIG")
+    if layer_config is not None:
+        os.environ["TOOLHUB_CHANNEL_PREFIX"] = layer_config["prefix"] = f"{layer_config['prefix']}-{worker}"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("postgres") is not None and item.get_closest_marker("integration") is None:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +84,18 @@ def _integration_needs_real_services(request):
         )
 
 
+# PBKDF2's million rounds cost a quarter of a CPU second per user made or logged in with a password.
+FAST_PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(request, settings):
+    """In-process tests hash passwords cheaply; integration tests keep the real hashers (their servers,
+    other processes with the deployment's settings, check the passwords the test stored)."""
+    if request.node.get_closest_marker("integration") is None:
+        settings.PASSWORD_HASHERS = FAST_PASSWORD_HASHERS
+
+
 def pytest_report_header(config):
     database = settings.DATABASES["default"]
     where = f"{database.get('HOST') or 'local'}:{database.get('PORT') or '-'}" if database.get("HOST") else "file"
@@ -35,6 +104,17 @@ def pytest_report_header(config):
         f"toolhub channel layer: {settings.CHANNEL_LAYERS['default']['BACKEND']}",
         f"toolhub celery broker: {settings.CELERY_BROKER_URL} (eager={settings.CELERY_TASK_ALWAYS_EAGER})",
     ]
+
+
+@pytest.fixture
+def demo_catalog(db):
+    """The demo catalog in this test's database, as `load_demo_catalog()` writes it (its summary is the value).
+
+    Copied from this process's first load (tests/demo_snapshot.py says when it loads for real instead).
+    """
+    from tests.demo_snapshot import demo_catalog as load
+
+    return load()
 
 
 @pytest.fixture

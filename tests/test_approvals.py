@@ -12,7 +12,6 @@ from agents.api_keys import create_api_key
 from agents.approvals import ApprovalClosed, decide_approval, expire_approval
 from agents.models import Conversation, Message, ToolApproval, Turn, TurnEvent
 from agents.turns import create_turn
-from catalog.demo_catalog import load_demo_catalog
 from tests.builders import make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_celery")]
@@ -20,8 +19,7 @@ RESTART = {"name": "restart_container", "arguments": {"container": "web"}}
 
 
 @pytest.fixture
-def scripted(scripted_model):
-    load_demo_catalog()
+def scripted(scripted_model, demo_catalog):
     scripted_model.steps = [{"tool_calls": [RESTART]}, {"content": "Done with the container."}]
     return scripted_model
 

@@ -9,7 +9,6 @@ from django.utils import timezone
 from agents.models import Conversation, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
 from agents.turns import create_turn
 from agents.workflows import start_workflow
-from catalog.demo_catalog import load_demo_catalog
 from tests.builders import make_user
 
 pytestmark = pytest.mark.django_db
@@ -43,9 +42,8 @@ def test_a_viewer_sees_no_chat_form_and_cannot_post_one(client):
 
 
 def test_an_operator_starts_a_turn_from_the_console_like_the_api(
-    client, eager_celery, django_capture_on_commit_callbacks
+    client, eager_celery, django_capture_on_commit_callbacks, demo_catalog
 ):
-    load_demo_catalog()
     operator = make_user("operator", role="operator")
     client.force_login(operator)
     with django_capture_on_commit_callbacks(execute=True):

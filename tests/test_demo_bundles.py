@@ -4,7 +4,6 @@ import pytest
 
 from catalog.bundle import build_bundle
 from catalog.decision import RoutingDecision, load_catalog
-from catalog.demo_catalog import load_demo_catalog
 
 TYPICAL = [
     ("answer", {"general"}, ["calculate"]),
@@ -20,8 +19,7 @@ TYPICAL = [
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("action,domains,recommended", TYPICAL)
-def test_typical_request_loads_at_most_a_tenth_of_the_catalog(action, domains, recommended, settings):
-    load_demo_catalog()
+def test_typical_request_loads_at_most_a_tenth_of_the_catalog(action, domains, recommended, demo_catalog, settings):
     decision = RoutingDecision(action, frozenset(domains), settings.TOOLHUB_MIN_CONFIDENCE)
     bundle = build_bundle(decision, load_catalog(), recommended=recommended)
     assert set(recommended) <= set(bundle.loaded_names)

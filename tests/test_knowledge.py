@@ -10,7 +10,6 @@ from agents.models import Conversation, RoutingLog
 from agents.turns import create_turn
 from catalog import embeddings
 from catalog.decision import RoutingDecision
-from catalog.demo_catalog import load_demo_catalog
 from catalog.knowledge import current_snippets, mark_reviewed, revise_snippet, select_snippets, snippet_diff
 from catalog.models import Domain, KnowledgeSnippet
 from catalog.selectors import stale_snippets
@@ -95,8 +94,7 @@ def test_marking_reviewed_clears_staleness_and_records_the_reviewer():
     assert not stale_snippets(TODAY)
 
 
-def test_a_turn_flags_stale_knowledge_in_its_routing_log():
-    load_demo_catalog()
+def test_a_turn_flags_stale_knowledge_in_its_routing_log(demo_catalog):
     KnowledgeSnippet.objects.filter(domain__name="general").update(
         last_reviewed=timezone.localdate() - datetime.timedelta(days=400)
     )
@@ -117,8 +115,8 @@ def demo_titles(text, action, domains, budget_tokens=1000):
 
 
 @pytest.fixture
-def demo_knowledge():
-    load_demo_catalog()
+def demo_knowledge(demo_catalog):
+    return demo_catalog
 
 
 def test_a_points_question_gets_the_points_policy_not_the_erasure_runbook(demo_knowledge):

@@ -19,7 +19,6 @@ from django.test import override_settings
 
 from catalog import mcp_client
 from catalog.demo.loyalty import loyalty_tools
-from catalog.demo_catalog import load_demo_catalog
 from catalog.mcp_client import McpServerUnavailable, acall_tool, call_tool, list_tools
 from catalog.mcp_sync import SCHEMA_CHANGED_NOTE, server_for_tool, sync_server
 from catalog.models import CatalogState, McpServer, Tool, ToolPolicy
@@ -132,8 +131,7 @@ def test_tool_no_longer_served_is_disabled_not_deleted_and_comes_back(tmp_path):
     assert server.missing_tool_names == []
 
 
-def test_sync_adopts_the_demo_catalog_tools_and_keeps_their_policies(tmp_path):
-    load_demo_catalog()
+def test_sync_adopts_the_demo_catalog_tools_and_keeps_their_policies(tmp_path, demo_catalog):
     active = set(ToolPolicy.objects.filter(status="active").values_list("tool__name", flat=True))
 
     result = sync_server(demo_server(tmp_path))

@@ -12,7 +12,6 @@ from agents.metrics import DEFAULT_QUALITY_WINDOW, percentile, quality_window, r
 from agents.models import RoutingLog
 from agents.router import analyze
 from agents.routing_log import record_analysis, record_outcome
-from catalog.demo_catalog import load_demo_catalog
 
 pytestmark = pytest.mark.django_db
 
@@ -79,8 +78,7 @@ def test_window_excludes_older_logs():
     assert routing_metrics(since=timezone.now() - datetime.timedelta(days=4))["analyses"] == 1
 
 
-def test_recorded_analysis_then_outcome_feeds_the_metrics():
-    load_demo_catalog()
+def test_recorded_analysis_then_outcome_feeds_the_metrics(demo_catalog):
     result = analyze("What is 15 + 27?")
     entry = record_analysis(result, query="What is 15 + 27?")
     record_outcome(entry, called=["calculate", "calculate"], turn_ms=42)
@@ -91,8 +89,7 @@ def test_recorded_analysis_then_outcome_feeds_the_metrics():
     assert (metrics["precision"], metrics["recall"]) == (1.0, 1.0)
 
 
-def test_steward_analyze_prints_one_line_per_query_and_a_summary(tmp_path, capsys):
-    load_demo_catalog()
+def test_steward_analyze_prints_one_line_per_query_and_a_summary(tmp_path, capsys, demo_catalog):
     queries = tmp_path / "q.jsonl"
     queries.write_text(
         json.dumps({"id": "a", "query": "What is 15 + 27?"}) + "\n\n"

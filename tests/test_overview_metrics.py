@@ -21,6 +21,7 @@ def routing_log(**fields) -> RoutingLog:
 
 
 @pytest.mark.django_db
+@pytest.mark.postgres  # GREATEST and SUM in PostgreSQL's SQL
 def test_tokens_saved_sums_catalog_minus_loaded_and_listing_never_below_zero_per_request():
     routing_log(catalog_schema_tokens=1000, loaded_schema_tokens=100, deferred_listing_tokens=50)
     routing_log(catalog_schema_tokens=10, loaded_schema_tokens=40)  # loaded more than the catalog: saves 0

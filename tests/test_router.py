@@ -16,7 +16,6 @@ from agents.router.fusion import Evidence, fuse, segments
 from agents.router.lexicon import Hits
 from catalog.bundle import allowed_names, build_bundle
 from catalog.decision import RoutingDecision, load_catalog
-from catalog.demo_catalog import load_demo_catalog
 from catalog.models import Action
 
 pytestmark = pytest.mark.django_db
@@ -25,8 +24,8 @@ WRITES = {Action.CREATE, Action.UPDATE, Action.DELETE, Action.EXECUTE}
 
 
 @pytest.fixture(autouse=True)
-def demo():
-    load_demo_catalog()
+def demo(demo_catalog):
+    return demo_catalog
 
 
 def recommended(text, state=None):

@@ -12,7 +12,6 @@ from agents.models import Conversation, Message, RoutingLog, ToolApproval, Turn,
 from agents.turns import create_turn
 from agents.workflows import advance_workflow
 from catalog.decision import RoutingDecision
-from catalog.demo_catalog import load_demo_catalog
 from catalog.mcp_client import call_tool
 from catalog.mcp_sync import sync_server
 from catalog.models import McpServer
@@ -25,8 +24,7 @@ CRITERIA = {"all_of": [{"any_of": [{"field": "birthday_month", "operator": "eq",
 
 
 @pytest.fixture
-def loyalty(tmp_path):
-    load_demo_catalog()
+def loyalty(tmp_path, demo_catalog):
     server = McpServer.objects.create(
         name="loyalty", command=sys.executable,
         args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3")],

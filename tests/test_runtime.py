@@ -9,7 +9,6 @@ from agents.events import TOOL_EXECUTION_PHASE
 from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
 from agents.tools import web
 from agents.turns import create_turn
-from catalog.demo_catalog import load_demo_catalog
 from catalog.mcp_sync import sync_server
 from catalog.models import McpServer
 from tests.builders import make_user
@@ -18,8 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def conversation():
-    load_demo_catalog()
+def conversation(demo_catalog):
     return Conversation.objects.create(owner=make_user())
 
 

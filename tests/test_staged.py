@@ -4,7 +4,6 @@ import pytest
 
 from catalog.bundle import build_bundle
 from catalog.decision import RoutingDecision, load_catalog
-from catalog.demo_catalog import load_demo_catalog
 from catalog.models import Tool
 from catalog.staged import narrow_schema, staged_choices
 
@@ -39,8 +38,7 @@ def test_schema_without_choices_is_returned_as_is():
 
 
 @pytest.mark.django_db
-def test_each_rule_creation_step_loads_far_fewer_tokens_than_create_rule():
-    load_demo_catalog()
+def test_each_rule_creation_step_loads_far_fewer_tokens_than_create_rule(demo_catalog):
     catalog = load_catalog()
     giant = Tool.objects.get(name="create_rule").schema_tokens
     steps = [

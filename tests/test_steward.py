@@ -5,7 +5,6 @@ import json
 import pytest
 
 from agents.router import ConversationState, analyze
-from catalog.demo_catalog import load_demo_catalog
 from tests.scripted_openai import ScriptedOpenAI
 
 pytestmark = pytest.mark.django_db
@@ -22,8 +21,8 @@ SEED_TABLE = [
 
 
 @pytest.fixture(autouse=True)
-def demo():
-    load_demo_catalog()
+def demo(demo_catalog):
+    return demo_catalog
 
 
 @pytest.mark.parametrize("text,expected,intent", SEED_TABLE)

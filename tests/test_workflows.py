@@ -126,6 +126,7 @@ def test_advance_from_a_stale_version_is_a_conflict_that_names_the_current_versi
     assert Workflow.objects.get(pk=workflow.pk).state == {"name": "Tết bonus", "points": 5}
 
 
+@pytest.mark.postgres  # the conditional UPDATE of compare-and-set under PostgreSQL's row versions
 def test_a_write_that_lost_the_race_after_reading_matches_no_row_and_is_a_conflict(conversation, monkeypatch):
     """Both writers read version 1; the other one's UPDATE lands between this one's read and its write."""
     from agents import workflows
@@ -227,6 +228,7 @@ def test_idempotency_a_submitted_workflow_is_never_resubmitted_with_another_key(
     assert Workflow.objects.get(pk=workflow.pk).idempotency_key == "k-1"
 
 
+@pytest.mark.postgres  # the unique (owner, key) constraint in PostgreSQL
 def test_idempotency_a_key_that_submitted_one_workflow_cannot_submit_another(conversation, owner):
     first, second = start(conversation), start(conversation)
     make_record = RecordMaker()
@@ -243,6 +245,7 @@ def test_idempotency_a_key_that_submitted_one_workflow_cannot_submit_another(con
     assert (stored.status, stored.idempotency_key, stored.version) == ("active", "", 1)
 
 
+@pytest.mark.postgres  # the unique (owner, key) constraint in PostgreSQL
 def test_idempotency_keys_are_per_owner(conversation, owner):
     other = make_user("wf-other")
     mine, theirs = start(conversation), start(Conversation.objects.create(owner=other))
@@ -351,6 +354,7 @@ def test_expire_marks_only_active_workflows_past_their_expiry(conversation, owne
     assert expire_workflows() == 0
 
 
+@pytest.mark.postgres  # one UPDATE ... WHERE pk IN (SELECT ... LIMIT) statement per batch in PostgreSQL
 def test_expire_works_in_batches_of_one_statement_each(conversation):
     workflows = [start(conversation) for _ in range(7)]
     Workflow.objects.filter(pk__in=[w.pk for w in workflows]).update(expires_at=timezone.now() - HOUR)

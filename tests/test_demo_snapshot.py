@@ -1,0 +1,89 @@
+"""The tests' copy of the demo catalog (tests/demo_snapshot.py) writes what load_demo_catalog() writes."""
+
+import pytest
+from django.apps import apps
+from django.db import models, transaction
+
+from catalog.demo_catalog import load_demo_catalog
+from catalog.models import CatalogState, Tool
+from tests import demo_snapshot
+from tests.builders import make_tool
+
+pytestmark = pytest.mark.django_db
+
+
+def every_row() -> dict[str, list[tuple]]:
+    """Each table's rows, without the values a second load may differ in: clock times and the state's stamp."""
+    rows = {}
+    for model in apps.get_models(include_auto_created=True):
+        fields = [
+            f.attname
+            for f in model._meta.concrete_fields
+            if not isinstance(f, models.DateTimeField) and not (model is CatalogState and f.name == "stamp")
+        ]
+        rows[model._meta.label] = list(model._base_manager.order_by("pk").values_list(*fields))
+    return rows
+
+
+def rolled_back(write) -> tuple[dict[str, list[tuple]], object]:
+    with transaction.atomic():
+        value = write()
+        rows = every_row()
+        transaction.set_rollback(True)
+    return rows, value
+
+
+@pytest.fixture
+def real_loads(monkeypatch):
+    """Count the real loads demo_snapshot makes from here on."""
+    calls = []
+
+    def counted():
+        calls.append(1)
+        return load_demo_catalog()
+
+    rolled_back(demo_snapshot.demo_catalog)  # the first in this process may load for real
+    monkeypatch.setattr(demo_snapshot, "load_demo_catalog", counted)
+    return calls
+
+
+def test_the_copy_holds_every_row_a_real_load_writes(real_loads):
+    copied, copied_summary = rolled_back(demo_snapshot.demo_catalog)
+    assert real_loads == []
+    loaded, loaded_summary = rolled_back(load_demo_catalog)
+    assert copied == loaded and copied_summary == loaded_summary
+    assert len(copied["catalog.Tool"]) >= 90
+
+
+def test_the_copy_keeps_the_state_the_process_indexed_and_a_change_moves_it():
+    rolled_back(demo_snapshot.demo_catalog)
+    with transaction.atomic():
+        demo_snapshot.demo_catalog()
+        copied = CatalogState.objects.get()
+        transaction.set_rollback(True)
+    demo_snapshot.demo_catalog()
+    again = CatalogState.objects.get()
+    assert (again.version, again.stamp) == (copied.version, copied.stamp)
+    make_tool("a_new_tool")
+    assert CatalogState.objects.get().stamp != copied.stamp
+
+
+def test_a_database_that_already_has_tools_gets_a_real_load(real_loads):
+    _, demo = rolled_back(demo_snapshot.demo_catalog)
+    make_tool("an_operators_tool")
+    summary = demo_snapshot.demo_catalog()
+    assert real_loads == [1]
+    assert summary.tools == demo.tools + 1 == Tool.objects.count()
+    assert Tool.objects.filter(name="an_operators_tool").exists()
+
+
+def test_a_replaced_embedder_gets_a_real_load(real_loads, counted_embedder):
+    demo_snapshot.demo_catalog()
+    assert real_loads == [1]
+    assert counted_embedder, "the demo's examples were embedded by the replaced embedder, not copied"
+
+
+def test_a_create_after_the_copy_gets_a_fresh_key():
+    demo_snapshot.demo_catalog()
+    highest = Tool.objects.order_by("-pk").values_list("pk", flat=True).first()
+    assert make_tool("created_after_the_copy").pk > highest
