@@ -278,7 +278,8 @@ def test_the_servers_page_shows_its_prefix_and_which_tools_carry_it_and_why(clie
     assert "<code>gen</code></td>" in client.get(reverse("mcp-servers")).content.decode()
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)  # the tests after it keep the migrated rows
+# Transactional (it migrates); pytest-django runs such tests after the others, which keep their migrated rows.
+@pytest.mark.django_db(transaction=True)
 def test_the_migration_gives_servers_their_prefix_and_records_each_served_tools_name_without_renaming_any():
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor

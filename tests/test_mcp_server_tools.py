@@ -19,7 +19,7 @@ from tests.builders import make_policy, make_tool, make_user
 pytestmark = pytest.mark.django_db
 
 SEARCH_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
-CREATING = RoutingDecision(action="create", domains=frozenset({"general"}), confidence=0.9)
+CREATING = RoutingDecision(action="create", domains=frozenset({"general"}), confidence=1.0)
 
 
 @pytest.fixture
