@@ -12,7 +12,8 @@ schema, and it runs as a builtin or on its MCP server. A tool that requires
 an operator's approval is refused (approval over MCP is not offered).
 
 Never lists or runs a tool that policy denies or that has no policy, and never
-serves a request without a valid API key (401). A session is bound to the key
+serves a request without a valid API key (401), nor one its key's owner or
+scopes do not allow (403, agents.mcp_access). A session is bound to the key
 that opened it (the SDK answers 404 to another key).
 """
 
@@ -39,6 +40,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from catalog.bundle import CapabilityBundle, LoadedTool, build_bundle
 from catalog.decision import RoutingDecision, current_catalog
 
+from . import mcp_access
 from .api_keys import authenticate
 from .models import ModelProfile
 from .providers import ToolCall
@@ -284,8 +286,12 @@ class McpEndpoint:
         if api_key is None:
             await _send_json(send, 401, {"error": "Invalid API key."}, headers=((b"www-authenticate", b"Bearer"),))
             return
+        denial, receive = await mcp_access.check(api_key, scope, receive)  # 403: the key's owner or scopes
+        if denial is not None:
+            await _send_json(send, denial.status, denial.payload, headers=denial.headers)
+            return
         await self._ensure_started()
-        principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=[])
+        principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=api_key.scopes)
         scope = {**scope, "user": AuthenticatedUser(principal)}
         await self.manager.handle_request(scope, receive, send)
 

@@ -172,7 +172,7 @@ def main() -> None:
     # One tool made callable without a search: an active read policy, always loaded.
     Tool.objects.filter(name=TOOL).update(always_load=True)
     make_policy(Tool.objects.get(name=TOOL))
-    _, key = create_api_key(user=make_user(role="viewer"), name="mcp-bench")
+    _, key = create_api_key(user=make_user(role="operator"), name="mcp-bench")
 
     direct = asyncio.run(direct_calls(options.tools, options.calls))
     direct_http = asyncio.run(direct_http_calls(options.tools, options.calls))
