@@ -296,6 +296,8 @@ async def approval(request, approval_id: int):
 
 async def models(request):
     try:
+        if request.method not in {"GET", "HEAD"}:
+            raise ApiError(405, "Use GET for /v1/models.")
         await api_user(request, LIST_MODELS)
     except ApiError as error:
         return error.response()
