@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from .forms import ApiKeyForm
 from .models import (
     ActionWord,
     ApiKey,
@@ -90,6 +91,15 @@ class IntentExampleAdmin(admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ("name", "user", "prefix", "revoked", "created_at", "last_used_at")
-    readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
+    """Edit a key's scopes or revoke it. Keys are created with `manage.py create_api_key` (the key is shown once
+    there, in the terminal, and never stored)."""
+
+    form = ApiKeyForm
+    list_display = ("name", "user", "prefix", "scopes", "revoked", "created_at", "last_used_at")
+    list_filter = ("revoked",)
+    fields = ("name", "user", "prefix", "scopes", "revoked", "created_at", "last_used_at")
+    readonly_fields = ("user", "prefix", "created_at", "last_used_at")
     list_select_related = ("user",)
+
+    def has_add_permission(self, request):
+        return False

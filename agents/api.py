@@ -20,6 +20,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 
 from catalog.tokens import count_tokens
 
+from .access import DECIDE_APPROVAL, LIST_MODELS, START_TURN, Ability, refusal
 from .api_keys import authenticate
 from .approvals import ApprovalClosed, decide_approval
 from .events import stored_events, turn_group
@@ -119,14 +120,24 @@ def open_turn(user, request: dict):
     return create_turn(conversation, last["content"], two_stage=request["two_stage"])
 
 
-async def api_user(request):
+def _authorize(header: str, ability: Ability):
+    """The key's owner, if the key is valid (else 401) and agents.access allows it `ability` (else 403)."""
+    api_key = authenticate(header.removeprefix("Bearer ").strip())
+    if api_key is None:
+        raise ApiError(401, "Invalid API key.", type="authentication_error", code="invalid_api_key")
+    refused = refusal(api_key.user, ability, scopes=api_key.scopes)
+    if refused is not None:
+        code = "insufficient_scope" if refused.missing_scopes else "insufficient_permissions"
+        raise ApiError(403, refused.message, type="permission_error", code=code)
+    return api_key.user
+
+
+async def api_user(request, ability: Ability):
+    """The user an API request acts as, for `ability`: 401 without a valid key, 403 when it may not."""
     header = request.headers.get("Authorization", "")
     if not header.startswith("Bearer "):
         raise ApiError(401, "Missing API key: send Authorization: Bearer <key>.", type="authentication_error")
-    api_key = await sync_to_async(authenticate)(header.removeprefix("Bearer ").strip())
-    if api_key is None:
-        raise ApiError(401, "Invalid API key.", type="authentication_error", code="invalid_api_key")
-    return api_key.user
+    return await sync_to_async(_authorize)(header, ability)
 
 
 async def turn_events(turn_id: int, *, start):
@@ -240,7 +251,7 @@ async def chat_completions(request):
     try:
         if request.method != "POST":
             raise ApiError(405, "Use POST for /v1/chat/completions.")
-        user = await api_user(request)
+        user = await api_user(request, START_TURN)
         try:
             body = request.body
         except RequestDataTooBig:
@@ -263,7 +274,7 @@ async def approval(request, approval_id: int):
     try:
         if request.method != "POST":
             raise ApiError(405, "Use POST to decide an approval.")
-        user = await api_user(request)
+        user = await api_user(request, DECIDE_APPROVAL)
         try:
             body = json.loads(request.body or b"")
         except (ValueError, RequestDataTooBig):
@@ -285,7 +296,9 @@ async def approval(request, approval_id: int):
 
 async def models(request):
     try:
-        await api_user(request)
+        if request.method not in {"GET", "HEAD"}:
+            raise ApiError(405, "Use GET for /v1/models.")
+        await api_user(request, LIST_MODELS)
     except ApiError as error:
         return error.response()
     names = await sync_to_async(model_names)()

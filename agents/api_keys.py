@@ -1,4 +1,7 @@
-"""API keys: `th_<prefix>_<secret>`, stored as a SHA-256 hash, looked up by prefix, compared in constant time."""
+"""API keys: `th_<prefix>_<secret>`, stored as a SHA-256 hash, looked up by prefix, compared in constant time.
+
+A key carries scopes (ApiKey.Scope); what it may do is decided by agents.access.
+"""
 
 import datetime
 import hashlib
@@ -16,11 +19,14 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def create_api_key(*, user, name: str) -> tuple[ApiKey, str]:
-    """Create a key; the plain key is returned once and never stored."""
+def create_api_key(*, user, name: str, scopes=ApiKey.DEFAULT_SCOPES) -> tuple[ApiKey, str]:
+    """Create a key with these scopes (ValidationError for unknown ones); the plain key is returned once only."""
     prefix = secrets.token_hex(6)
     key = f"th_{prefix}_{secrets.token_urlsafe(32)}"
-    return ApiKey.objects.create(name=name, user=user, prefix=prefix, key_hash=_digest(key)), key
+    api_key = ApiKey(name=name, user=user, prefix=prefix, key_hash=_digest(key), scopes=sorted(set(scopes)))
+    api_key.clean()
+    api_key.save()
+    return api_key, key
 
 
 def authenticate(key: str) -> ApiKey | None:

@@ -5,7 +5,7 @@ from django.db.models import Q, QuerySet
 
 from catalog.models import Action
 
-from .models import ModelProfile, RoutingLog, Workflow
+from .models import ApiKey, ModelProfile, RoutingLog, Workflow
 
 DEFAULT_MODEL = "toolhub"
 
@@ -74,3 +74,13 @@ class WorkflowFilterForm(forms.Form):
 
 class CancelWorkflowForm(forms.Form):
     version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+
+
+class ApiKeyForm(forms.ModelForm):
+    """The admin's form for an existing key: its name, its scopes (checkboxes), revoked."""
+
+    scopes = forms.MultipleChoiceField(choices=ApiKey.Scope.choices, widget=forms.CheckboxSelectMultiple)
+
+    class Meta:
+        model = ApiKey
+        fields = ("name", "scopes", "revoked")

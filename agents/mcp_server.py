@@ -19,7 +19,8 @@ result budget); listings carry its title, outputSchema and annotations.
 Never lists or runs a tool that policy denies or that has no policy: an unknown
 or denied tool, or one that requires an operator's approval (not offered over
 MCP), is a JSON-RPC error (-32602) saying why. Never serves a request without a
-valid API key (401). A session is bound to the key that opened it (the SDK
+valid API key (401), nor one its key's owner or scopes do not allow (403,
+agents.mcp_access). A session is bound to the key that opened it (the SDK
 answers 404 to another key).
 """
 
@@ -46,6 +47,7 @@ from mcp.shared.exceptions import MCPError
 from catalog.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
 from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
 
+from . import mcp_access
 from .api_keys import authenticate
 from .mcp_found import found_tools, remember_found
 from .models import ModelProfile
@@ -333,8 +335,12 @@ class McpEndpoint:
         if api_key is None:
             await _send_json(send, 401, {"error": "Invalid API key."}, headers=((b"www-authenticate", b"Bearer"),))
             return
+        denial, receive = await mcp_access.check(api_key, scope, receive)  # 403: the key's owner or scopes
+        if denial is not None:
+            await _send_json(send, denial.status, denial.payload, headers=denial.headers)
+            return
         await self._ensure_started()
-        principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=[])
+        principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=api_key.scopes)
         scope = {**scope, "user": AuthenticatedUser(principal), API_KEY_SCOPE: api_key.pk}
         await self.manager.handle_request(scope, receive, send)
 

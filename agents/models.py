@@ -293,8 +293,22 @@ class Workflow(models.Model):
         return f"{self.kind} workflow {self.pk} at {self.phase} (v{self.version})"
 
 
+def default_api_key_scopes() -> list[str]:
+    return list(ApiKey.DEFAULT_SCOPES)
+
+
 class ApiKey(models.Model):
-    """A key for the OpenAI-compatible API. Only its hash is stored; the key is shown once."""
+    """A key for the API (/v1) and /mcp. Only its hash is stored; the key is shown once.
+
+    It acts with its owner's permissions and only inside its scopes (agents.access).
+    """
+
+    class Scope(models.TextChoices):
+        CHAT = "chat", "chat: start turns, decide their approvals, list models (/v1)"
+        MCP = "mcp", "mcp: list and call tools (/mcp)"
+        READ = "read", "read-only: list models and tools, never start a turn or call a tool"
+
+    DEFAULT_SCOPES = (Scope.CHAT, Scope.MCP)
 
     name = models.CharField(max_length=100)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
@@ -303,12 +317,18 @@ class ApiKey(models.Model):
     revoked = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    scopes = models.JSONField(default=default_api_key_scopes, help_text="What the key may be used for (Scope values).")
 
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"
+
+    def clean(self):
+        unknown = sorted(set(self.scopes or []) - set(self.Scope.values)) if isinstance(self.scopes, list) else None
+        if unknown is None or unknown or not self.scopes:
+            raise ValidationError({"scopes": f"Choose one or more of {', '.join(self.Scope.values)}."})
 
 
 class ToolApproval(models.Model):

@@ -24,6 +24,7 @@ from catalog.selectors import catalog_schema_tokens, stale_snippets, tools_needi
 
 from . import console
 from . import overview as live_overview
+from .access import START_TURN, allows
 from .approvals import PERMISSION as DECIDE_PERMISSION
 from .approvals import ApprovalClosed, decide_approval
 from .forms import CancelWorkflowForm, ChatForm, RoutingFilterForm, WorkflowFilterForm
@@ -32,7 +33,6 @@ from .models import Conversation, RoutingLog, ToolApproval, Turn, Workflow
 from .turns import start_console_turn
 from .workflows import WorkflowError, cancel_workflow, http_status_for
 
-CHAT_PERMISSION = "agents.add_turn"
 ROUTING_PAGE_SIZE = 200
 WORKFLOW_PAGE_SIZE = 200
 DEFAULT_REPLAY = 20  # logged requests a policy simulation replays unless the form asks for another number
@@ -63,7 +63,7 @@ def overview(request):
 def console_list(request):
     """GET: recent conversations (live over /ws/console/). POST: an operator starts a new conversation."""
     form = None
-    if request.user.has_perm(CHAT_PERMISSION):
+    if allows(request.user, START_TURN):
         form = ChatForm(request.POST or None)
     if request.method == "POST":
         if form is None:
@@ -83,7 +83,7 @@ def console_list(request):
 def console_conversation(request, conversation_id: int):
     """GET: the thread (history now, live over /ws/console/<id>/). POST: its owner adds a turn."""
     conversation = get_object_or_404(Conversation.objects.select_related("owner"), pk=conversation_id)
-    may_chat = request.user.has_perm(CHAT_PERMISSION) and conversation.owner_id == request.user.pk
+    may_chat = allows(request.user, START_TURN) and conversation.owner_id == request.user.pk
     form = ChatForm(request.POST or None) if may_chat else None
     if request.method == "POST":
         if form is None:

@@ -228,7 +228,7 @@ def main() -> None:
     # One tool made callable without a search: an active read policy, always loaded.
     Tool.objects.filter(name=TOOL).update(always_load=True)
     make_policy(Tool.objects.get(name=TOOL))
-    api_key, key = create_api_key(user=make_user(role="viewer"), name="mcp-bench")
+    api_key, key = create_api_key(user=make_user(role="operator"), name="mcp-bench")
     content = McpServer.objects.create(name="content", command=sys.executable, args=CONTENT_ARGS)
     assert sync_server(content).ok
     make_policy(Tool.objects.get(name="gen_big"))  # read, low: callable by name over /mcp without a search

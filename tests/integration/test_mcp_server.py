@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 import httpx2
 import pytest
-from mcp import ClientSession
+from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -38,7 +38,7 @@ def toolhub_mcp(tmp_path):
     )
     assert sync_mcp_server(server.pk).endswith("unchanged")
     mcp_client.close_all()  # Daphne starts its own connection to the demo server
-    _, key = create_api_key(user=make_user(role="viewer"), name="mcp-itest")
+    _, key = create_api_key(user=make_user(role="operator"), name="mcp-itest")
     env = database_env()
     with daphne(env) as base:
         yield base, key
@@ -95,7 +95,7 @@ def test_mcp_needs_a_valid_api_key(toolhub_mcp):
     status, headers = post(f"{base}/mcp", {"Authorization": f"Bearer {key}"}, initialize)
     session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
     assert status == 200 and session
-    _, other_key = create_api_key(user=make_user(username="other", role="viewer"), name="other")
+    _, other_key = create_api_key(user=make_user(username="other", role="operator"), name="other")
     assert post_status(f"{base}/mcp", {"Authorization": f"Bearer {other_key}", "Mcp-Session-Id": session}) == 404
     assert post_status(f"{base}/mcp", {"Authorization": f"Bearer {key}", "Mcp-Session-Id": session}) == 200
 
@@ -155,6 +155,19 @@ def test_sdk_client_lists_searches_loads_and_calls_tools_but_never_a_denied_one(
             assert "list_campaigns" in await names(again)
         async with mcp_session(base, other_key) as other:  # another key starts from the always-loaded tools
             assert "list_campaigns" not in await names(other)
+
+    asyncio.run(scenario())
+
+
+def test_a_viewers_key_lists_tools_but_the_sdk_client_gets_an_error_for_a_call(toolhub_mcp):
+    base, _ = toolhub_mcp
+    _, viewer_key = create_api_key(user=make_user(username="watcher", role="viewer"), name="viewer")
+
+    async def scenario():
+        async with mcp_session(base, viewer_key) as session:
+            assert "calculate" in await names(session)
+            with pytest.raises(MCPError, match="may not call a tool"):
+                await session.call_tool("calculate", {"expression": "6 * 7"})
 
     asyncio.run(scenario())
 

@@ -1,0 +1,89 @@
+"""Authorization of /mcp requests: agents.access applied to JSON-RPC, before the MCP SDK sees the request.
+
+A key whose owner may not use /mcp (catalog.view_tool) or that has neither the
+mcp nor the read scope gets HTTP 403 for every request. A `tools/call` from a
+key that may not call tools (agents.add_turn and the mcp scope) gets HTTP 403
+with a JSON-RPC error carrying the request's id, and the SDK never runs it;
+listing tools stays allowed. When the key's scopes were the reason, the answer
+carries `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."` as
+MCP's authorization spec asks. Never parses more than it must: a body that is
+not JSON goes to the SDK, which answers it.
+"""
+
+import json
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+
+from .access import CALL_TOOL, USE_MCP, Refusal, refusal
+
+FORBIDDEN = -32003  # JSON-RPC implementation-defined server error (-32000..-32099): not allowed for this key
+TOOLS_CALL = "tools/call"
+
+
+@dataclass(frozen=True)
+class Denial:
+    """An answer sent instead of the SDK's: HTTP status, JSON-RPC error body, extra headers."""
+
+    status: int
+    payload: dict
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+def jsonrpc_error(request_id, code: int, message: str) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def forbidden(refused: Refusal, request_id=None) -> Denial:
+    headers = ()
+    if refused.missing_scopes:
+        challenge = f'Bearer error="insufficient_scope", scope="{" ".join(sorted(refused.missing_scopes))}"'
+        headers = ((b"www-authenticate", challenge.encode()),)
+    return Denial(403, jsonrpc_error(request_id, FORBIDDEN, refused.message), headers)
+
+
+def tool_call_ids(body: bytes) -> list:
+    """Ids of the `tools/call` requests in a JSON-RPC message (or batch); [] for anything else."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return []
+    messages = message if isinstance(message, list) else [message]
+    return [m.get("id") for m in messages if isinstance(m, dict) and m.get("method") == TOOLS_CALL]
+
+
+async def buffered(receive):
+    """Read the request body; return it and a receive that replays it, then passes on the client's messages."""
+    first, chunks = None, []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            first = message  # the client went away: the SDK sees that
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    pending = [first or {"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay():
+        return pending.pop() if pending else await receive()
+
+    return body, replay
+
+
+async def check(api_key, scope, receive):
+    """(None, receive) when the request may go to the SDK (receive replays a body read here); else (Denial, _)."""
+    user, scopes = api_key.user, list(api_key.scopes)
+    refused = await sync_to_async(refusal)(user, USE_MCP, scopes=scopes)
+    if refused is not None:
+        return forbidden(refused), receive
+    if scope.get("method") != "POST":
+        return None, receive
+    body, receive = await buffered(receive)
+    ids = tool_call_ids(body)
+    if ids:
+        refused = await sync_to_async(refusal)(user, CALL_TOOL, scopes=scopes)
+        if refused is not None:
+            return forbidden(refused, ids[0]), receive
+    return None, receive
