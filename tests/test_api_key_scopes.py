@@ -136,7 +136,7 @@ def test_staff_edit_a_keys_scopes_in_the_admin_but_create_keys_with_the_command(
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_gives_existing_keys_chat_and_mcp():
     executor = MigrationExecutor(connection)
-    before, after = [("agents", "0008_default_intent_examples")], [("agents", "0009_api_key_scopes")]
+    before, after = [("agents", "0012_mcp_results_and_found_tools")], [("agents", "0013_api_key_scopes")]
     executor.migrate(before)
     old_apps = executor.loader.project_state(before).apps
     owner = old_apps.get_model("auth", "User").objects.create(username="old-owner")

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0008_default_intent_examples'),
+        ('agents', '0012_mcp_results_and_found_tools'),
     ]
 
     # Existing keys get chat and mcp: what every key could do before scopes existed.

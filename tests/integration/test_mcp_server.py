@@ -14,7 +14,6 @@ import httpx2
 import pytest
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 from agents.api_keys import create_api_key
 from catalog import mcp_client
