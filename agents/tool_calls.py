@@ -84,6 +84,7 @@ def execute(
     max_result_tokens: int,
     approved: bool = False,
     owner_id: int | None = None,
+    idempotency_key: str = "",
 ) -> CallOutcome:
     reason = refusal_reason(call.name, bundle)
     if reason:
@@ -112,11 +113,20 @@ def execute(
     if server is None:
         message = f"{call.name} runs on an MCP server that this toolhub is not connected to; it was not run."
         return CallOutcome(content=json.dumps({"error": message}), is_error=True)
-    result = call_mcp_tool(server, call.name, arguments)
+    result = call_mcp_tool(server, call.name, with_idempotency_key(arguments, tool.definition, idempotency_key))
     if result.is_error:  # a crash, timeout or protocol error, or the tool's own refusal: the user sees it too
         emit("tool_error", f"⚠ {call.name} failed: {result.content[:300]}", tool_name=call.name)
     text, _cut = truncate_result(mcp_content(result), max_result_tokens)
     return CallOutcome(content=text, is_error=result.is_error)
+
+
+def with_idempotency_key(arguments: dict, definition: dict, key: str) -> dict:
+    """An MCP tool that takes an idempotency key (TOOLHUB_IDEMPOTENCY_ARGUMENT in its schema) gets the call's own,
+    the same in every run of the turn, so a call run again after a worker died does its work once."""
+    name = settings.TOOLHUB_IDEMPOTENCY_ARGUMENT
+    if not key or name in arguments or name not in definition["function"]["parameters"].get("properties", {}):
+        return arguments
+    return {**arguments, name: key}
 
 
 def mcp_content(result: McpCallResult) -> object:
