@@ -244,6 +244,8 @@ def sse_frame(event: dict, completion_id: str, model: str) -> dict | None:
     if event["type"] == EventType.ERROR:  # the OpenAI SDKs raise on an error frame
         return {"error": turn_error(payload)}
     if event["type"] == EventType.DONE:
+        if payload.get("status") == "failed":
+            return None  # its error frame was the last word
         return chunk(completion_id, model, type="content", choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
     return None
 

@@ -1,6 +1,7 @@
 """Real server processes for integration tests: Daphne and a Celery worker, started like a deployment."""
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -94,14 +95,18 @@ def daphne(env: dict):
 
 
 @contextmanager
-def celery_worker(env: dict, app):
-    """Yield a running Celery worker (solo pool) once it answers a ping."""
+def celery_worker(env: dict, app, *, pool: str = "solo", concurrency: int = 1, beat: bool = False):
+    """Yield a running Celery worker (solo pool unless told) once it answers a ping; `beat`: with the schedule."""
     name = f"itest-{os.getpid()}-{time.monotonic_ns()}@{os.uname().nodename}"
+    options = ["--pool", pool] + (["--concurrency", str(concurrency)] if pool != "solo" else [])
+    if beat:
+        options += ["--beat", "--schedule", os.path.join(tempfile.mkdtemp(), "beat-schedule")]
     process, log = start(
-        [sys.executable, "-m", "celery", "-A", "toolhub", "worker", "--pool", "solo", "--loglevel", "WARNING",
+        [sys.executable, "-m", "celery", "-A", "toolhub", "worker", *options, "--loglevel", "WARNING",
          "--hostname", name, "--without-gossip", "--without-mingle"],
         env,
     )  # fmt: skip
+    process.log = log
     try:
         deadline = time.monotonic() + 90
         while not app.control.ping(timeout=1, destination=[name]):
@@ -115,3 +120,49 @@ def celery_worker(env: dict, app):
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+class RedisServer:
+    """A redis-server of the test's own on its own port (no persistence), which the test may restart."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process = None
+
+    def start(self) -> None:
+        self.process, self.log = start(
+            [
+                shutil.which("redis-server") or "redis-server",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--bind",
+                "127.0.0.1",
+            ],
+            {},
+        )
+        wait_for_port(self.port, self.process, self.log, seconds=20)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.log.close()
+
+    def restart(self, down_seconds: float = 2.0) -> None:
+        self.stop()
+        time.sleep(down_seconds)
+        self.start()
+
+
+@contextmanager
+def redis_server():
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
