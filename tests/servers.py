@@ -13,6 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+DAPHNE_BACKLOG = 1024
 EMBEDDED_UNSET = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TOOLHUB_MODEL_BASE_URL", "SECRET_KEY", "DEBUG")
 
 
@@ -84,7 +85,9 @@ def wait_for_port(port: int, process: subprocess.Popen, log, seconds: float = 60
 def daphne(env: dict):
     """Yield the base URL of a Daphne serving toolhub.asgi with `env`."""
     port = free_port()
-    process, log = start([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "toolhub.asgi:application"], env)
+    # A deep listen backlog (Twisted's default is 50): a burst of connections waits to be accepted, never reset.
+    endpoint = f"tcp:port={port}:interface=127.0.0.1:backlog={DAPHNE_BACKLOG}"
+    process, log = start([str(BIN / "daphne"), "-e", endpoint, "toolhub.asgi:application"], env)
     try:
         wait_for_port(port, process, log)
         yield f"http://127.0.0.1:{port}"
