@@ -2,7 +2,9 @@
 
 Streams (SSE, console) replay stored events first and then follow the
 channel-layer groups `turn.<id>` and `console`, so nothing is missed
-whichever side starts first. Never broadcast an event that is not stored.
+whichever side starts first. Never broadcast an event that is not stored. A
+broadcast that fails (Redis away) is logged and never fails the turn; nothing
+is stored after a turn's `done`.
 """
 
 import asyncio
