@@ -56,9 +56,12 @@ test-integration: setup $(CHROMIUM) $(NPM_MCP_SERVERS)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) TOOLHUB_CELERY_QUEUE=test-$$$$ \
 		TOOLHUB_CHANNEL_PREFIX=toolhub-test-$$$$ $(PYTEST) --dist loadfile -m integration
 
-# Tool-routing benchmark on the public bench data (figures only, no pass/fail):
+# Benchmarks (figures only, no pass/fail): routing cases over the demo catalog (pass rates per
+# language and category, steward p50/p95), then the public bench data:
 # recall against the baselines, then search latency at 2,923 and 10,000 tools.
 bench: setup
+	$(PY) manage.py setup_demo
+	$(PY) manage.py route_cases $(BENCH_DIR)/routing_dev.jsonl
 	$(PY) manage.py route_eval --catalog $(BENCH_DIR)/catalog.json --queries $(BENCH_DIR)/dev.jsonl --compare
 	$(PY) manage.py route_eval --catalog $(BENCH_DIR)/catalog.json --queries $(BENCH_DIR)/dev.jsonl --split-history
 	$(PY) manage.py route_bench --tools 2923 --bench-dir $(BENCH_DIR)
