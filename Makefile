@@ -70,7 +70,6 @@ bench: setup
 	$(PY) tests/bench/api_bench.py
 	$(PY) tests/bench/console_bench.py
 	$(PY) tests/bench/mcp_bench.py
-	$(PY) tests/bench/load_bench.py --redis-url $(TEST_REDIS_URL)
 
 lint: setup
 	$(VENV)/bin/ruff check .

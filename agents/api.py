@@ -7,24 +7,19 @@ whichever side starts first. Errors are OpenAI-style error objects.
 """
 
 import asyncio
-import contextlib
 import json
-import logging
 import time
 import uuid
 
-from channels.db import database_sync_to_async
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import transaction
 from django.http import JsonResponse, StreamingHttpResponse
-from django.utils import timezone
 
 from catalog.tokens import count_tokens
-from toolhub.db_busy import BUSY_MESSAGE, is_database_busy
 
-from . import liveness
 from .access import DECIDE_APPROVAL, LIST_MODELS, START_TURN, Ability, refusal
 from .api_keys import authenticate
 from .approvals import ApprovalClosed, decide_approval
@@ -33,11 +28,6 @@ from .models import Conversation, Message, ModelProfile, ToolApproval, TurnEvent
 from .turns import create_turn, enqueue_turn
 
 DEFAULT_MODEL = "toolhub"
-KEEPALIVE = "keepalive"  # not a stored event: what a quiet stream sends so clients and proxies keep waiting
-STILL_WORKING_TEXT = "⏳ Still working"
-# HTTP status of a non-streamed answer whose turn failed, by the error's code (others: 500).
-FAILED_TURN_STATUS = {liveness.TIMEOUT_CODE: 504, liveness.MODEL_CODE: 502}
-log = logging.getLogger(__name__)
 ROLES = {"system", "user", "assistant", "tool"}
 EventType = TurnEvent.Type
 
@@ -147,83 +137,48 @@ async def api_user(request, ability: Ability):
     header = request.headers.get("Authorization", "")
     if not header.startswith("Bearer "):
         raise ApiError(401, "Missing API key: send Authorization: Bearer <key>.", type="authentication_error")
-    # database_sync_to_async gives the connection back at once: a waiting stream holds none.
-    return await database_sync_to_async(_authorize)(header, ability)
+    return await sync_to_async(_authorize)(header, ability)
 
 
 async def turn_events(turn_id: int, *, start):
-    """The turn's events in order: stored ones first, then live ones; ends after `done`, by the turn's deadline.
-
-    Holds no database connection while it waits (each read gives its connection back). A quiet stream gets a
-    keep-alive event every TOOLHUB_STREAM_KEEPALIVE seconds. When the channel layer is away (Redis restarting)
-    it reads the store every second until the layer is back. At the turn's deadline plus the grace it fails the
-    unfinished turn itself (agents.liveness), so its error and `done` are the last events whatever happened to
-    the worker.
-    """
+    """The turn's events in order: stored ones first, then live ones; ends after `done`."""
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    live = await _follow(layer, turn_id, channel)
+    await layer.group_add(turn_group(turn_id), channel)
     runner = asyncio.ensure_future(start())
+    deadline = time.monotonic() + settings.TOOLHUB_TURN_TIME_LIMIT + 30
     last = 0
-    quiet_since = time.monotonic()
-    _status, stop_at = await database_sync_to_async(liveness.stream_deadline)(turn_id)
     try:
-        while True:
-            for event in await database_sync_to_async(stored_events)(turn_id, after=last):
-                last, quiet_since = event["sequence"], time.monotonic()
+        while time.monotonic() < deadline:
+            for event in await sync_to_async(stored_events)(turn_id, after=last):
+                last = event["sequence"]
                 yield event
                 if event["type"] == EventType.DONE:
                     return
-            if stop_at is not None and timezone.now() >= stop_at:
-                await database_sync_to_async(liveness.fail_if_overdue)(turn_id)
-                _status, stop_at = await database_sync_to_async(liveness.stream_deadline)(turn_id)
-                continue  # its error and done are stored now, or it moved its deadline (waiting on an approval)
-            if time.monotonic() - quiet_since >= settings.TOOLHUB_STREAM_KEEPALIVE:
-                quiet_since = time.monotonic()
-                yield {"type": KEEPALIVE, "payload": {}, "sequence": last}
-            if not live:
-                await asyncio.sleep(1.0)
-                live = await _follow(layer, turn_id, channel)
-                continue
             while True:  # live events until a gap or a quiet second sends us back to the store
                 try:
                     message = await asyncio.wait_for(layer.receive(channel), timeout=1.0)
                 except TimeoutError:
-                    break
-                except Exception as exc:  # the channel layer went away: read the store until it is back
-                    log.warning("stream of turn %s lost the channel layer: %r", turn_id, exc)
-                    live = False
                     break
                 event = message["event"]
                 if event["sequence"] <= last:
                     continue
                 if event["sequence"] != last + 1:
                     break
-                last, quiet_since = event["sequence"], time.monotonic()
+                last = event["sequence"]
                 yield event
                 if event["type"] == EventType.DONE:
                     return
+        yield {"type": EventType.ERROR, "payload": {"message": "The turn did not finish in time."}, "sequence": 0}
     finally:
-        if live:
-            with contextlib.suppress(Exception):
-                await layer.group_discard(turn_group(turn_id), channel)
+        await layer.group_discard(turn_group(turn_id), channel)
         if runner.done() and runner.exception():
             raise runner.exception()
 
 
-async def _follow(layer, turn_id: int, channel: str) -> bool:
-    """Join the turn's group; False when the channel layer cannot be reached now."""
-    try:
-        await layer.group_add(turn_group(turn_id), channel)
-    except Exception as exc:
-        log.warning("stream of turn %s cannot reach the channel layer: %r", turn_id, exc)
-        return False
-    return True
-
-
 def starter(turn_id: int):
     # Eager Celery runs the turn inside this call, so it must not hold the event loop.
-    return lambda: database_sync_to_async(enqueue_turn, thread_sensitive=False)(turn_id)
+    return lambda: sync_to_async(enqueue_turn, thread_sensitive=False)(turn_id)
 
 
 def chunk(completion_id: str, model: str, **fields) -> dict:
@@ -251,52 +206,32 @@ def sse_frame(event: dict, completion_id: str, model: str) -> dict | None:
         return chunk(
             completion_id, model, type="content", choices=[{"index": 0, "delta": delta, "finish_reason": None}]
         )
-    if event["type"] == KEEPALIVE:
-        return chunk(completion_id, model, choices=[], type="status", phase="keepalive", message=STILL_WORKING_TEXT)
-    if event["type"] == EventType.ERROR:  # the OpenAI SDKs raise on an error frame
-        return {"error": turn_error(payload)}
+    if event["type"] == EventType.ERROR:
+        delta = {"content": payload.get("message", "The turn failed.")}
+        return chunk(
+            completion_id, model, type="content", choices=[{"index": 0, "delta": delta, "finish_reason": None}]
+        )
     if event["type"] == EventType.DONE:
-        if payload.get("status") == "failed":
-            return None  # its error frame was the last word
         return chunk(completion_id, model, type="content", choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
     return None
 
 
 async def sse_stream(turn_id: int, model: str):
-    """The turn as SSE frames; whatever fails on the way, the last frames are an error (if any) and [DONE]."""
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-    try:
-        async for event in turn_events(turn_id, start=starter(turn_id)):
-            frame = sse_frame(event, completion_id, model)
-            if frame is not None:
-                yield f"data: {json.dumps(frame, ensure_ascii=False)}\n\n"
-    except Exception as exc:  # the response has started: its status cannot say it any more, the frame does
-        busy = is_database_busy(exc)
-        if not busy:
-            log.exception("stream of turn %s failed", turn_id)
-        message = BUSY_MESSAGE if busy else "The stream of this turn failed; its events are stored, ask again."
-        error = {"message": message, "type": "server_error", "param": None,
-                 "code": "database_busy" if busy else "stream_failed"}  # fmt: skip
-        yield f"data: {json.dumps({'error': error})}\n\n"
+    async for event in turn_events(turn_id, start=starter(turn_id)):
+        frame = sse_frame(event, completion_id, model)
+        if frame is not None:
+            yield f"data: {json.dumps(frame, ensure_ascii=False)}\n\n"
     yield "data: [DONE]\n\n"
 
 
-def turn_error(payload: dict) -> dict:
-    """A failed turn's error, in the OpenAI shape."""
-    message = payload.get("message") or "The turn failed."
-    return {"message": message, "type": "server_error", "param": None, "code": payload.get("code") or "turn_failed"}
-
-
 async def completion(turn_id: int, model: str, prompt_tokens: int) -> dict:
-    """The whole answer; a failed turn raises its error (ApiError, 502 for the model, 504 for the deadline)."""
     content = ""
     async for event in turn_events(turn_id, start=starter(turn_id)):
         if event["type"] == EventType.DELTA:
             content += event["payload"].get("content", "")
         elif event["type"] == EventType.ERROR:
-            error = turn_error(event["payload"])
-            raise ApiError(FAILED_TURN_STATUS.get(error["code"], 500), error["message"], type=error["type"],
-                           code=error["code"])  # fmt: skip
+            content += event["payload"].get("message", "")
     completion_tokens = count_tokens(content)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -322,7 +257,7 @@ async def chat_completions(request):
         except RequestDataTooBig:
             raise ApiError(413, "The request body is too large.", code="request_too_large") from None
         parsed = parse_request(body)
-        turn = await database_sync_to_async(open_turn)(user, parsed)
+        turn = await sync_to_async(open_turn)(user, parsed)
     except ApiError as error:
         return error.response()
     if parsed["stream"]:
@@ -331,10 +266,7 @@ async def chat_completions(request):
         response["X-Accel-Buffering"] = "no"
         return response
     prompt_tokens = sum(count_tokens(m["content"]) for m in parsed["messages"])
-    try:
-        return JsonResponse(await completion(turn.id, parsed["model"], prompt_tokens))
-    except ApiError as error:
-        return error.response()
+    return JsonResponse(await completion(turn.id, parsed["model"], prompt_tokens))
 
 
 async def approval(request, approval_id: int):
@@ -350,9 +282,7 @@ async def approval(request, approval_id: int):
         if not isinstance(body, dict) or not isinstance(body.get("approve"), bool):
             raise ApiError(400, 'Send {"approve": true} or {"approve": false}.', param="approve")
         try:
-            decided = await database_sync_to_async(decide_approval)(
-                approval_id=approval_id, user=user, approve=body["approve"]
-            )
+            decided = await sync_to_async(decide_approval)(approval_id=approval_id, user=user, approve=body["approve"])
         except ToolApproval.DoesNotExist:
             raise ApiError(404, f"No approval {approval_id}.", code="approval_not_found") from None
         except PermissionDenied:
@@ -371,6 +301,6 @@ async def models(request):
         await api_user(request, LIST_MODELS)
     except ApiError as error:
         return error.response()
-    names = await database_sync_to_async(model_names)()
+    names = await sync_to_async(model_names)()
     data = [{"id": name, "object": "model", "created": 0, "owned_by": "toolhub"} for name in names]
     return JsonResponse({"object": "list", "data": data})

@@ -2,13 +2,10 @@
 
 Streams (SSE, console) replay stored events first and then follow the
 channel-layer groups `turn.<id>` and `console`, so nothing is missed
-whichever side starts first. Never broadcast an event that is not stored. A
-broadcast that fails (Redis away) is logged and never fails the turn; nothing
-is stored after a turn's `done`.
+whichever side starts first. Never broadcast an event that is not stored.
 """
 
 import asyncio
-import logging
 import os
 import threading
 from functools import partial
@@ -16,17 +13,14 @@ from functools import partial
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 
 from .models import TurnEvent
-
-logger = logging.getLogger(__name__)
 
 CONSOLE_GROUP = "console"
 MESSAGE_TYPE = "turn.event"  # consumers handle it with a turn_event method
 # The status phase of a tool announcing that it runs (the tools in TOOLHUB_STATUS_TOOLS; web_search by default).
 TOOL_EXECUTION_PHASE = "tool_execution"
-# A broadcast that takes longer (Redis gone) is given up: the event is stored, and streams read the store.
-BROADCAST_TIMEOUT_SECONDS = 5.0
 
 
 def turn_group(turn_id: int) -> str:
@@ -61,13 +55,10 @@ def broadcast(event: TurnEvent) -> None:
         for group in (turn_group(event.turn_id), CONSOLE_GROUP):
             await layer.group_send(group, message)
 
-    try:
-        if isinstance(layer, InMemoryChannelLayer):
-            async_to_sync(send)()
-        else:
-            asyncio.run_coroutine_threadsafe(send(), _sender_loop()).result(BROADCAST_TIMEOUT_SECONDS)
-    except Exception as exc:  # Redis down or slow: the event is stored, and streams read the store
-        logger.warning("broadcast of turn %s event %s failed: %r", event.turn_id, event.sequence, exc)
+    if isinstance(layer, InMemoryChannelLayer):
+        async_to_sync(send)()
+    else:
+        asyncio.run_coroutine_threadsafe(send(), _sender_loop()).result()
 
 
 _sender: tuple[int, asyncio.AbstractEventLoop] | None = None
@@ -85,22 +76,14 @@ def _sender_loop() -> asyncio.AbstractEventLoop:
         return _sender[1]
 
 
-def emit(turn_id: int, type: str, *, phase: str = "", **payload) -> TurnEvent | None:
-    """Store the next event of the turn and send it once the transaction commits.
-
-    Nothing follows a turn's `done`: an event of a turn that already ended (failed by its deadline while a late
-    worker still ran it) is dropped, and None returned.
-    """
+def emit(turn_id: int, type: str, *, phase: str = "", **payload) -> TurnEvent:
+    """Store the next event of the turn and send it once the transaction commits."""
     for _attempt in range(5):
         try:
             with transaction.atomic():
-                latest = TurnEvent.objects.filter(turn_id=turn_id).order_by("-sequence").values_list(
-                    "sequence", "type").first()  # fmt: skip
-                if latest is not None and latest[1] == TurnEvent.Type.DONE:
-                    logger.info("turn %s has ended: its %s event is dropped", turn_id, type)
-                    return None
+                latest = TurnEvent.objects.filter(turn_id=turn_id).aggregate(latest=Max("sequence"))["latest"]
                 event = TurnEvent.objects.create(
-                    turn_id=turn_id, sequence=(latest[0] if latest else 0) + 1, type=type, phase=phase, payload=payload
+                    turn_id=turn_id, sequence=(latest or 0) + 1, type=type, phase=phase, payload=payload
                 )
         except IntegrityError:
             continue  # another emitter took this sequence number; take the next

@@ -150,11 +150,6 @@ class Turn(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Unfinished past this (plus TOOLHUB_TURN_GRACE), the turn is failed visibly: by its stream or the watchdog.
-    deadline_at = models.DateTimeField(null=True, blank=True)
-    # Which run of the turn owns it (a takeover increments it) and when that run last said it was alive.
-    attempt = models.PositiveIntegerField(default=0)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

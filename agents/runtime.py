@@ -1,19 +1,14 @@
 """One turn: memory -> steward -> bundle -> knowledge -> prompt -> model loop -> record.
 
 Each step is a call into its own module; data flows forward only. Every step
-emits an event through events.emit. A finished turn is never run again. A turn
-whose worker died (agents.liveness) is taken over from its last stored step:
-nothing already shown is shown again, a call that may have run a write is not
-run twice, and every run stops at the turn's deadline.
+emits an event through events.emit. A finished turn is never run again; a
+turn found running (a worker died mid-turn) restarts cleanly.
 """
 
-import contextlib
 import dataclasses
 import json
 import logging
-import time
 
-from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -22,13 +17,12 @@ from catalog.bundle import build_bundle
 from catalog.decision import RoutingDecision
 from catalog.knowledge import select_snippets
 from catalog.mcp_content import non_text
-from catalog.models import READ_ONLY_OPERATIONS
 
-from . import approvals, flows, learning, liveness, memory, prompt
+from . import approvals, flows, learning, memory, prompt
 from .budget import token_budget
 from .events import TOOL_EXECUTION_PHASE, emit
 from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
-from .providers import ModelUnavailable, ToolCall, TurnHints, get_provider
+from .providers import ToolCall, TurnHints, get_provider
 from .router import ConversationState, Intent, StewardContext, StewardResult, analyze, current_time_context
 from .routing_log import record_analysis, record_outcome
 from .tool_calls import CallOutcome, execute
@@ -36,15 +30,6 @@ from .workflows import WorkflowError
 
 log = logging.getLogger(__name__)
 EventType = TurnEvent.Type
-TAKEN_OVER_TEXT = "⟳ The worker running this turn stopped; another one goes on from the last stored step"
-REPLAY_DIVERGED_TEXT = (
-    "The worker running this turn stopped while it streamed the answer, and the answer cannot be continued "
-    "exactly; please ask again."
-)
-NOT_RERUN_TEXT = (
-    "The worker running this turn stopped while {tool} ran: it may have run, and toolhub does not run a write "
-    "twice. Check whether it took effect, then ask again."
-)
 
 
 def status_text(phase: str) -> str:
@@ -75,35 +60,13 @@ def as_message(message: Message) -> dict:
     return data
 
 
-class TurnLost(Exception):
-    """This run no longer owns its turn (another worker took it over, or it was failed at its deadline)."""
+def claim(turn_id: int) -> tuple[Turn, bool] | None:
+    """Move a queued turn to running (or resume a waiting one whose approvals are decided).
 
-
-class TurnOverdue(Exception):
-    """The turn's deadline passed while it ran."""
-
-
-class NotRerunnable(Exception):
-    """A taken-over turn cannot go on without running a write again; the message is safe to show."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-    turn: Turn
-    resuming: bool = False  # after an approval decision
-    takeover: bool = False  # after the worker that ran it died
-
-
-def claim(turn_id: int, *, takeover: int | None = None) -> Claim | None:
-    """Move a queued turn to running, resume a waiting one whose approvals are decided, or take over a dead run.
-
-    Returns None when there is nothing to run: a finished turn, a waiting one
-    still waiting, or a running one another live worker owns (its heartbeat is
-    fresh: this is a duplicate delivery). A running turn whose heartbeat stopped,
-    or that the watchdog sent with `takeover` equal to its attempt, is taken over:
-    its attempt moves on, so the dead run's heartbeat can never claim it back.
+    Returns (turn, resuming), or None when there is nothing to run: a finished
+    turn, or a waiting one still waiting. A turn found running was redelivered
+    after its worker died: its partial answer is dropped and it restarts.
     """
-    now = timezone.now()
     with transaction.atomic():
         turn = Turn.objects.select_for_update().select_related("conversation").get(pk=turn_id)
         if turn.status in (Turn.Status.DONE, Turn.Status.FAILED):
@@ -111,90 +74,43 @@ def claim(turn_id: int, *, takeover: int | None = None) -> Claim | None:
         resuming = turn.status == Turn.Status.WAITING
         if resuming and turn.approvals.filter(status=ToolApproval.Status.PENDING).exists():
             return None
-        taking_over = turn.status == Turn.Status.RUNNING
-        if taking_over:
-            stalled = turn.heartbeat_at is None or turn.heartbeat_at < now - liveness.stall()
-            if takeover != turn.attempt and not stalled:
-                return None
-        if turn.deadline_at is not None and turn.deadline_at <= now and not resuming:
-            overdue = True
-        else:
-            overdue = False
-            turn.status = Turn.Status.RUNNING
-            turn.started_at = turn.started_at if (resuming or taking_over) and turn.started_at else now
-            turn.attempt += 1
-            turn.heartbeat_at = now
-            if resuming:
-                turn.deadline_at = liveness.turn_deadline()
-            turn.save(update_fields=["status", "started_at", "attempt", "heartbeat_at", "deadline_at"])
-    if overdue:
-        liveness.fail_turn(turn_id, liveness.overdue_message(), code=liveness.TIMEOUT_CODE)
-        return None
-    return Claim(turn, resuming=resuming, takeover=taking_over)
+        if turn.status == Turn.Status.RUNNING:
+            turn.messages.exclude(role=Message.Role.USER).delete()
+            RoutingLog.objects.filter(turn=turn).delete()
+            turn.approvals.all().delete()
+        turn.status = Turn.Status.RUNNING
+        turn.started_at = turn.started_at if resuming else timezone.now()
+        turn.save(update_fields=["status", "started_at"])
+    return turn, resuming
 
 
-def run_turn(turn_id: int, *, takeover: int | None = None) -> None:
-    claimed = claim(turn_id, takeover=takeover)
+def run_turn(turn_id: int) -> None:
+    claimed = claim(turn_id)
     if claimed is None:
         return
-    turn = claimed.turn
-    beating = contextlib.nullcontext(None) if current_app.conf.task_always_eager else liveness.Heartbeat(
-        turn.id, turn.attempt)  # fmt: skip
-    with beating as heartbeat:
-        try:
-            TurnRun(turn, heartbeat=heartbeat).run(resuming=claimed.resuming, takeover=claimed.takeover)
-        except TurnLost:
-            log.warning("turn %s attempt %s: another run owns the turn now; this one stops", turn.id, turn.attempt)
-        except TurnOverdue:
-            liveness.fail_turn(turn.id, liveness.overdue_message(), code=liveness.TIMEOUT_CODE, attempt=turn.attempt)
-        except ModelUnavailable as exc:
-            liveness.fail_turn(turn.id, f"The turn failed: {exc}", code=liveness.MODEL_CODE, attempt=turn.attempt)
-        except NotRerunnable as exc:
-            liveness.fail_turn(turn.id, str(exc), attempt=turn.attempt)
-        except Exception as exc:  # the turn fails visibly, never silently
-            log.exception("turn %s failed", turn_id)
-            liveness.fail_turn(turn.id, f"The turn failed: {exc}", attempt=turn.attempt)
+    turn, resuming = claimed
+    try:
+        TurnRun(turn).run(resuming=resuming)
+    except Exception as exc:  # the turn fails visibly, never silently
+        log.exception("turn %s failed", turn_id)
+        emit(turn.id, EventType.ERROR, phase="error", message=f"The turn failed: {exc}")
+        Turn.objects.filter(pk=turn.id).update(status=Turn.Status.FAILED, error=str(exc), finished_at=timezone.now())
+        emit(turn.id, EventType.DONE, phase="done", status=Turn.Status.FAILED)
 
 
 class TurnRun:
     """The state of one running turn; each method is one step of the path."""
 
-    def __init__(self, turn: Turn, *, heartbeat: liveness.Heartbeat | None = None):
+    def __init__(self, turn: Turn):
         self.turn = turn
         self.conversation = turn.conversation
         self.options = settings.TOOLHUB_STEWARD_OPTIONS
-        self.heartbeat = heartbeat
-        self.deadline = time.monotonic() + max(0.0, (turn.deadline_at - timezone.now()).total_seconds()) if (
-            turn.deadline_at) else None  # fmt: skip
-        self.shown: set[tuple[str, str]] = set()  # a taken-over turn's (type, phase) already stored: not again
-        self.replay = ""  # a taken-over turn's answer text already streamed by the dead run
 
     def status(self, phase: str, message: str, **data) -> None:
-        if self.options["enable_status_messages"] and (EventType.STATUS, phase) not in self.shown:
+        if self.options["enable_status_messages"]:
             emit(self.turn.id, EventType.STATUS, phase=phase, message=message, **data)
 
-    def check_alive(self) -> None:
-        """Before anything with an effect: this run still owns the turn, and the turn still has time."""
-        if self.heartbeat is not None and self.heartbeat.lost.is_set():
-            raise TurnLost(self.turn.id)
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise TurnOverdue(self.turn.id)
-
-    def take_over(self) -> None:
-        """What the dead run already showed is not shown again: the steward's statuses, routing, streamed text."""
-        stored = TurnEvent.objects.filter(turn_id=self.turn.id)
-        self.shown = set(stored.exclude(type=EventType.DELTA).values_list("type", "phase"))
-        streamed = "".join(e.payload.get("content", "") for e in stored.filter(type=EventType.DELTA).only("payload"))
-        saved = "".join(self.turn.messages.filter(role=Message.Role.ASSISTANT).values_list("content", flat=True))
-        self.replay = streamed[len(saved) :] if streamed.startswith(saved) else ""
-        budget = stored.filter(type=EventType.ROUTING, phase="budget").order_by("-sequence").first()
-        if budget is not None:
-            self.budget = budget.payload
-        emit(self.turn.id, EventType.STATUS, phase="taken_over", message=TAKEN_OVER_TEXT, attempt=self.turn.attempt)
-
-    def run(self, *, resuming: bool = False, takeover: bool = False) -> None:
-        if takeover:
-            self.take_over()
+    def run(self, *, resuming: bool = False) -> None:
         messages = [as_message(m) for m in self.conversation.messages.order_by("id")]
         # A client's own system messages become part of our system prompt.
         self.instructions = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
@@ -209,13 +125,11 @@ class TurnRun:
         self.entries = self.context.entries
         self.entry_of = {entry.name: entry for entry in self.entries}
         self.workflow = flows.active_workflow(self.conversation)
-        recorded = RoutingLog.objects.filter(turn=self.turn).first() if takeover else None
-        if resuming or recorded is not None:
-            self.routing = recorded or RoutingLog.objects.get(turn=self.turn)
+        if resuming:
+            self.routing = RoutingLog.objects.get(turn=self.turn)
             self.analysis = self.recorded_analysis(user_text)
             bundle = self.build(self.routing.exposed)
-            if resuming:
-                self.status("resumed", "▶ Resuming after the approval decision")
+            self.status("resumed", "▶ Resuming after the approval decision")
         else:
             self.analysis = self.consult_steward(user_text)
             self.start_flow_if_asked()
@@ -228,7 +142,7 @@ class TurnRun:
         self.called = list(self.routing.called)
         knowledge = select_snippets(analysis.decision, text=user_text,
                                     budget_tokens=profile.reserved_result_tokens // 2)  # fmt: skip
-        if knowledge and not resuming and (EventType.ROUTING, "knowledge") not in self.shown:
+        if knowledge and not resuming:
             used = [{"key": k["key"], "version": k["version"], "stale": k["stale"]} for k in knowledge]
             RoutingLog.objects.filter(pk=self.routing.pk).update(knowledge=used)
             stale = [k["title"] for k in knowledge if k["stale"]]
@@ -239,21 +153,13 @@ class TurnRun:
         self.profile = profile
         if resuming:
             self.settle_decided_calls(history, bundle)
-        elif takeover and self.settle_interrupted_calls(history, bundle):
-            return  # an interrupted call waits for an approval now
-        if takeover and history[-1]["role"] == "assistant" and not history[-1].get("tool_calls"):
-            answer = history[-1]["content"]  # the dead run had the whole answer stored: only `done` was missing
-        else:
-            answer = self.model_loop(history, bundle, knowledge, hints)
+        answer = self.model_loop(history, bundle, knowledge, hints)
         if answer is None:
             return  # paused on an approval; a new task resumes the turn
         started = Turn.objects.values_list("started_at", flat=True).get(pk=self.turn.id)
         duration = int((timezone.now() - started).total_seconds() * 1000)
         record_outcome(self.routing, called=self.called, turn_ms=duration)
-        finished = Turn.objects.filter(pk=self.turn.id, attempt=self.turn.attempt, status=Turn.Status.RUNNING).update(
-            status=Turn.Status.DONE, finished_at=timezone.now())  # fmt: skip
-        if not finished:
-            raise TurnLost(self.turn.id)  # failed at its deadline meanwhile, or taken over: that one says so
+        Turn.objects.filter(pk=self.turn.id).update(status=Turn.Status.DONE, finished_at=timezone.now())
         emit(self.turn.id, EventType.DONE, phase="done", status=Turn.Status.DONE, content=answer, turn_ms=duration)
         learning.learn_from_turn(self.turn.id)  # a good turn teaches its request; never raises
 
@@ -280,8 +186,6 @@ class TurnRun:
                     kind=flow.kind, workflow_phase=self.workflow.phase, version=self.workflow.version)  # fmt: skip
 
     def announce(self, bundle) -> None:
-        if (EventType.ROUTING, "routing") in self.shown:
-            return
         emit(
             self.turn.id,
             EventType.ROUTING,
@@ -362,22 +266,17 @@ class TurnRun:
         provider = self.turn_model
         transcript = list(history)
         for _step in range(settings.TOOLHUB_MAX_STEPS):
-            self.check_alive()
             system = prompt.system_prompt(bundle, knowledge, self.instructions)
             tools = prompt.tool_definitions(bundle)
             messages = self.fit(system, tools, transcript, self.profile)
             self.record_budget(system, tools, knowledge, messages)
             content, calls = "", ()
-            for chunk in provider.stream(messages, tools, hints=hints, deadline=self.model_deadline()):
+            for chunk in provider.stream(messages, tools, hints=hints):
                 if chunk.content:
                     content += chunk.content
-                    self.stream(content, chunk.content)
+                    emit(self.turn.id, EventType.DELTA, phase="content", content=chunk.content)
                 if chunk.tool_calls:
                     calls = chunk.tool_calls
-            if len(content) < len(self.replay):
-                raise NotRerunnable(REPLAY_DIVERGED_TEXT)
-            self.replay = ""
-            self.check_alive()
             if not calls:
                 self.save_message(Message.Role.ASSISTANT, content)
                 return content
@@ -385,13 +284,13 @@ class TurnRun:
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
             ]
             transcript.append({"role": "assistant", "content": content or None, "tool_calls": tool_calls})
-            asked = self.save_message(Message.Role.ASSISTANT, content, tool_calls=tool_calls)
+            self.save_message(Message.Role.ASSISTANT, content, tool_calls=tool_calls)
             found, waiting = [], False
             for call in calls:
                 if self.needs_approval(call, bundle):
                     waiting = True
                     continue
-                outcome = self.call_tool(call, bundle, key=call_key(self.turn.id, asked.pk, call.id))
+                outcome = self.call_tool(call, bundle)
                 found += outcome.found
                 transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
                 self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id, result=outcome.result)
@@ -405,66 +304,6 @@ class TurnRun:
         emit(self.turn.id, EventType.DELTA, phase="content", content=message)
         self.save_message(Message.Role.ASSISTANT, message)
         return message
-
-    def model_deadline(self) -> float:
-        """One model call's deadline (time.monotonic()): TOOLHUB_MODEL_TIMEOUT, never past the turn's own."""
-        deadline = time.monotonic() + settings.TOOLHUB_MODEL_TIMEOUT
-        return deadline if self.deadline is None else min(deadline, self.deadline)
-
-    def stream(self, content: str, piece: str) -> None:
-        """Emit a piece of the answer; after a takeover, only what goes beyond the text the dead run streamed."""
-        if self.replay:
-            if not (content.startswith(self.replay) or self.replay.startswith(content)):
-                raise NotRerunnable(REPLAY_DIVERGED_TEXT)
-            piece = content[max(len(content) - len(piece), len(self.replay)) :]
-            if not piece:
-                return
-        emit(self.turn.id, EventType.DELTA, phase="content", content=piece)
-
-    def settle_interrupted_calls(self, history: list[dict], bundle) -> bool:
-        """A taken-over turn's calls that the dead run asked for and never answered; True when it now waits.
-
-        A call that never started runs now. One that started (its tool_call event is stored) may have run:
-        a read runs again, and so does a write whose tool takes toolhub's idempotency key (the same key); any
-        other write stops the turn (NotRerunnable) rather than run twice.
-        """
-        asked = self.turn.messages.filter(role=Message.Role.ASSISTANT).exclude(tool_calls=[]).order_by("-id").first()
-        if asked is None or not history or history[-1]["role"] == "assistant" and not history[-1].get("tool_calls"):
-            return False
-        at = max(i for i, m in enumerate(history) if m["role"] == "assistant" and m.get("tool_calls"))
-        answered = {m.get("tool_call_id") for m in history[at + 1 :] if m["role"] == "tool"}
-        started = set(TurnEvent.objects.filter(turn_id=self.turn.id, type=EventType.TOOL_CALL).values_list(
-            "payload__call_key", flat=True))  # fmt: skip
-        decisions = {a.tool_call_id: a for a in ToolApproval.objects.filter(turn=self.turn)}
-        waiting = False
-        for raw in history[at]["tool_calls"]:
-            if raw["id"] in answered:
-                continue
-            call = ToolCall(raw["id"], raw["function"]["name"], raw["function"]["arguments"])
-            key = call_key(self.turn.id, asked.pk, call.id)
-            if key in started and not self.safe_to_rerun(call.name):
-                raise NotRerunnable(NOT_RERUN_TEXT.format(tool=call.name))
-            approval = decisions.get(call.id)
-            if approval is None and self.needs_approval(call, bundle):
-                waiting = True
-                continue
-            if approval is not None and approval.status != ToolApproval.Status.APPROVED:
-                content = json.dumps({"error": f"{call.name} did not run: the call was not approved."})
-            else:
-                content = self.call_tool(call, bundle, approved=approval is not None, key=key).content
-            history.append({"role": "tool", "tool_call_id": call.id, "content": content})
-            self.save_message(Message.Role.TOOL, content, tool_call_id=call.id)
-        if waiting:
-            self.pause()
-        return waiting
-
-    def safe_to_rerun(self, tool_name: str) -> bool:
-        """A read, or a write that takes an idempotency key: running it again cannot do anything twice."""
-        entry = self.entry_of.get(tool_name)
-        if entry is None or entry.policy is None:
-            return False
-        properties = (entry.input_schema or {}).get("properties", {})
-        return entry.policy.operation in READ_ONLY_OPERATIONS or settings.TOOLHUB_IDEMPOTENCY_ARGUMENT in properties
 
     def needs_approval(self, call, bundle) -> bool:
         """A held tool whose policy requires confirmation: ask, and let the turn wait."""
@@ -484,12 +323,8 @@ class TurnRun:
         return True
 
     def pause(self) -> None:
-        """Wait for the approval: the deadline becomes the approval's timeout plus a whole run after it."""
         RoutingLog.objects.filter(pk=self.routing.pk).update(called=self.called)
-        Turn.objects.filter(pk=self.turn.id, attempt=self.turn.attempt).update(
-            status=Turn.Status.WAITING,
-            deadline_at=liveness.turn_deadline(extra_seconds=settings.TOOLHUB_APPROVAL_TIMEOUT),
-        )
+        Turn.objects.filter(pk=self.turn.id).update(status=Turn.Status.WAITING)
 
     def settle_decided_calls(self, history: list[dict], bundle) -> None:
         """After a decision: run the approved calls, tell the model about the denied ones."""
@@ -504,8 +339,7 @@ class TurnRun:
             call = ToolCall(raw["id"], raw["function"]["name"], raw["function"]["arguments"])
             approval = decisions.get(call.id)
             if approval is not None and approval.status == ToolApproval.Status.APPROVED:
-                asked = self.turn.messages.filter(role=Message.Role.ASSISTANT).exclude(tool_calls=[]).order_by("-id")[0]
-                outcome = self.call_tool(call, bundle, approved=True, key=call_key(self.turn.id, asked.pk, call.id))
+                outcome = self.call_tool(call, bundle, approved=True)
             else:
                 why = "was denied by an operator" if approval and approval.status == "denied" else (
                     "was not approved in time, so it was denied")  # fmt: skip
@@ -522,9 +356,7 @@ class TurnRun:
             return False
         return tool_name != settings.TOOLHUB_WEB_SEARCH_TOOL or self.options["show_web_search_status"]
 
-    def call_tool(self, call, bundle, *, approved: bool = False, key: str = ""):
-        """Run one call. Its tool_call event (with `key`) is stored before it runs: a takeover knows it started."""
-        self.check_alive()
+    def call_tool(self, call, bundle, *, approved: bool = False):
         announced = self.announces(call.name)
 
         def tool_emit(phase: str, message: str, **data):
@@ -535,8 +367,7 @@ class TurnRun:
         # web_search announces itself, with its query; a silent turn (time/date injected) names no tool.
         if announced and not self.analysis.silent and call.name != settings.TOOLHUB_WEB_SEARCH_TOOL:
             self.status(TOOL_EXECUTION_PHASE, f"🔧 Using {call.name}", tool_name=call.name, arguments=_arguments(call))
-        emit(self.turn.id, EventType.TOOL_CALL, phase="tool", tool_name=call.name, arguments=_arguments(call),
-             call_key=key)  # fmt: skip
+        emit(self.turn.id, EventType.TOOL_CALL, phase="tool", tool_name=call.name, arguments=_arguments(call))
 
         def run_call() -> CallOutcome:
             return execute(
@@ -546,7 +377,6 @@ class TurnRun:
                 max_result_tokens=self.profile.reserved_result_tokens,
                 approved=approved,
                 owner_id=self.conversation.owner_id,
-                idempotency_key=key,
             )
 
         step = flows.step_of(self.entry_of.get(call.name), self.workflow) if bundle.holds(call.name) else None
@@ -604,11 +434,6 @@ class TurnRun:
         data = {"role": role, "content": content or "", **fields}
         tokens = memory.message_tokens({**data, "content": content})
         return Message.objects.create(conversation=self.conversation, turn=self.turn, tokens=tokens, **data)
-
-
-def call_key(turn_id: int, message_id: int, call_id: str) -> str:
-    """The idempotency key of one tool call: the same in every run of the turn (call ids repeat across steps)."""
-    return f"toolhub-turn-{turn_id}-{message_id}-{call_id}"
 
 
 def _arguments(call) -> dict | str:

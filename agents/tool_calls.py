@@ -90,7 +90,6 @@ def execute(
     max_result_tokens: int,
     approved: bool = False,
     owner_id: int | None = None,
-    idempotency_key: str = "",
 ) -> CallOutcome:
     reason = refusal_reason(call.name, bundle)
     if reason:
@@ -120,22 +119,13 @@ def execute(
         message = f"{call.name} runs on an MCP server that this toolhub is not connected to; it was not run."
         return CallOutcome(content=json.dumps({"error": message}), is_error=True)
     server, server_name = route
-    result = call_mcp_tool(server, server_name, with_idempotency_key(arguments, tool.definition, idempotency_key))
+    result = call_mcp_tool(server, server_name, arguments)
     if result.is_error:  # a crash, timeout or protocol error, or the tool's own refusal: the user sees it too
         emit("tool_error", f"⚠ {call.name} failed: {result.content[:300]}", tool_name=call.name)
     text, _cut = truncate_result(mcp_content(result), max_result_tokens)
     answered = result.blocks or result.structured is not None
     whole = wire_result(result.blocks, result.structured, result.is_error) if answered else None
     return CallOutcome(content=text, is_error=result.is_error, result=whole)
-
-
-def with_idempotency_key(arguments: dict, definition: dict, key: str) -> dict:
-    """An MCP tool that takes an idempotency key (TOOLHUB_IDEMPOTENCY_ARGUMENT in its schema) gets the call's own,
-    the same in every run of the turn, so a call run again after a worker died does its work once."""
-    name = settings.TOOLHUB_IDEMPOTENCY_ARGUMENT
-    if not key or name in arguments or name not in definition["function"]["parameters"].get("properties", {}):
-        return arguments
-    return {**arguments, name: key}
 
 
 def mcp_content(result: McpCallResult) -> object:

@@ -7,14 +7,13 @@ in its own thread (the SSE view does that off the event loop).
 
 from django.db import transaction
 
-from .liveness import turn_deadline
 from .models import Conversation, Message, Turn
 from .tasks import run_turn
 
 
 @transaction.atomic
 def create_turn(conversation: Conversation, user_text: str, *, two_stage: bool = True) -> Turn:
-    turn = Turn.objects.create(conversation=conversation, two_stage=two_stage, deadline_at=turn_deadline())
+    turn = Turn.objects.create(conversation=conversation, two_stage=two_stage)
     Message.objects.create(conversation=conversation, turn=turn, role=Message.Role.USER, content=user_text)
     return turn
 

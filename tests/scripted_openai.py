@@ -10,9 +10,7 @@ class ScriptedOpenAI:
     """Serve /v1/chat/completions; `behaviour` and `content` say what the next answers are."""
 
     def __init__(self):
-        # ok | slow (sleeps `delay`, then answers) | error | invalid | trickle (streams a piece every `delay` seconds,
-        # never ending: the hang per-read timeouts miss)
-        self.behaviour = "ok"
+        self.behaviour = "ok"  # ok | slow | error | invalid
         self.content = "{}"
         # Scripted model steps, one per request: {"content": str} or {"tool_calls": [{"name", "arguments"}]}.
         self.steps: list[dict] = []
@@ -29,9 +27,6 @@ class ScriptedOpenAI:
                 server.requests.append(body)
                 if server.behaviour == "slow":
                     time.sleep(server.delay)
-                if server.behaviour == "trickle":
-                    self._trickle(body.get("model", "scripted"))
-                    return
                 if server.behaviour == "error":
                     self._send(500, {"error": {"message": "scripted failure", "type": "server_error"}})
                     return
@@ -53,19 +48,6 @@ class ScriptedOpenAI:
                     self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")
-
-            def _trickle(self, model):
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-                try:
-                    while server.behaviour == "trickle":
-                        piece = stream_chunks({"content": "."}, model)[1]
-                        self.wfile.write(f"data: {json.dumps(piece)}\n\n".encode())
-                        self.wfile.flush()
-                        time.sleep(server.delay)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up, as it should
 
             def _send(self, status, payload):
                 data = json.dumps(payload).encode()

@@ -1,7 +1,6 @@
 """Real server processes for integration tests: Daphne and a Celery worker, started like a deployment."""
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -13,7 +12,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-DAPHNE_BACKLOG = 1024
 EMBEDDED_UNSET = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TOOLHUB_MODEL_BASE_URL", "SECRET_KEY", "DEBUG")
 
 
@@ -85,9 +83,7 @@ def wait_for_port(port: int, process: subprocess.Popen, log, seconds: float = 60
 def daphne(env: dict):
     """Yield the base URL of a Daphne serving toolhub.asgi with `env`."""
     port = free_port()
-    # A deep listen backlog (Twisted's default is 50): a burst of connections waits to be accepted, never reset.
-    endpoint = f"tcp:port={port}:interface=127.0.0.1:backlog={DAPHNE_BACKLOG}"
-    process, log = start([str(BIN / "daphne"), "-e", endpoint, "toolhub.asgi:application"], env)
+    process, log = start([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "toolhub.asgi:application"], env)
     try:
         wait_for_port(port, process, log)
         yield f"http://127.0.0.1:{port}"
@@ -98,18 +94,14 @@ def daphne(env: dict):
 
 
 @contextmanager
-def celery_worker(env: dict, app, *, pool: str = "solo", concurrency: int = 1, beat: bool = False):
-    """Yield a running Celery worker (solo pool unless told) once it answers a ping; `beat`: with the schedule."""
+def celery_worker(env: dict, app):
+    """Yield a running Celery worker (solo pool) once it answers a ping."""
     name = f"itest-{os.getpid()}-{time.monotonic_ns()}@{os.uname().nodename}"
-    options = ["--pool", pool] + (["--concurrency", str(concurrency)] if pool != "solo" else [])
-    if beat:
-        options += ["--beat", "--schedule", os.path.join(tempfile.mkdtemp(), "beat-schedule")]
     process, log = start(
-        [sys.executable, "-m", "celery", "-A", "toolhub", "worker", *options, "--loglevel", "WARNING",
+        [sys.executable, "-m", "celery", "-A", "toolhub", "worker", "--pool", "solo", "--loglevel", "WARNING",
          "--hostname", name, "--without-gossip", "--without-mingle"],
         env,
     )  # fmt: skip
-    process.log = log
     try:
         deadline = time.monotonic() + 90
         while not app.control.ping(timeout=1, destination=[name]):
@@ -123,49 +115,3 @@ def celery_worker(env: dict, app, *, pool: str = "solo", concurrency: int = 1, b
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
-
-
-class RedisServer:
-    """A redis-server of the test's own on its own port (no persistence), which the test may restart."""
-
-    def __init__(self):
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process = None
-
-    def start(self) -> None:
-        self.process, self.log = start(
-            [
-                shutil.which("redis-server") or "redis-server",
-                "--port",
-                str(self.port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--bind",
-                "127.0.0.1",
-            ],
-            {},
-        )
-        wait_for_port(self.port, self.process, self.log, seconds=20)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
-        self.log.close()
-
-    def restart(self, down_seconds: float = 2.0) -> None:
-        self.stop()
-        time.sleep(down_seconds)
-        self.start()
-
-
-@contextmanager
-def redis_server():
-    server = RedisServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()

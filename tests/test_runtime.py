@@ -1,11 +1,8 @@
 """A turn end to end in the embedded default: steward, bundle, model loop, events, records."""
 
 import sys
-from datetime import timedelta
 
 import pytest
-from django.conf import settings
-from django.utils import timezone
 
 from agents import runtime
 from agents.events import TOOL_EXECUTION_PHASE
@@ -156,25 +153,13 @@ def test_a_finished_turn_is_never_run_twice(conversation):
     assert TurnEvent.objects.filter(turn=turn).count() == count
 
 
-def test_a_running_turn_whose_heartbeat_stopped_is_taken_over_and_finishes_once(conversation):
+def test_a_redelivered_running_turn_restarts_cleanly(conversation):
     turn = create_turn(conversation, "What is 15 + 27?")
-    stale = timezone.now() - timedelta(seconds=settings.TOOLHUB_TURN_STALL + 1)
-    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING, attempt=1, heartbeat_at=stale)
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING)
+    Message.objects.create(conversation=conversation, turn=turn, role="assistant", content="half an answ")
     runtime.run_turn(turn.id)
-    turn.refresh_from_db()
-    assert (turn.status, turn.attempt) == (Turn.Status.DONE, 2)
-    assert [e.phase for e in events(turn, TurnEvent.Type.STATUS)][0] == "taken_over"
-    assert len(events(turn, TurnEvent.Type.DONE)) == 1
-    assert any("42" in c for c in Message.objects.filter(turn=turn, role="assistant").values_list("content", flat=True))
-
-
-def test_a_duplicate_delivery_of_a_turn_another_worker_runs_is_skipped(conversation):
-    turn = create_turn(conversation, "What is 15 + 27?")
-    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING, attempt=1, heartbeat_at=timezone.now())
-    runtime.run_turn(turn.id)
-    turn.refresh_from_db()
-    assert (turn.status, turn.attempt) == (Turn.Status.RUNNING, 1)
-    assert not TurnEvent.objects.filter(turn=turn).exists()
+    contents = list(Message.objects.filter(turn=turn, role="assistant").values_list("content", flat=True))
+    assert "half an answ" not in contents and any("42" in c for c in contents)
 
 
 def test_switching_two_stage_off_skips_the_steward(conversation):

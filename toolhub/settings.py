@@ -109,7 +109,6 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "agents.middleware.WorkflowErrorMiddleware",
-    "toolhub.db_busy.DatabaseBusyMiddleware",
 ]
 
 ROOT_URLCONF = "toolhub.urls"
@@ -135,22 +134,8 @@ ASGI_APPLICATION = "toolhub.asgi.application"
 
 # --- database -------------------------------------------------------------
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
-# PostgreSQL: each process borrows connections from its own psycopg pool, at most TOOLHUB_DB_POOL_MAX of them; work
-# that waits longer than TOOLHUB_DB_POOL_TIMEOUT for one is answered 503 with Retry-After (toolhub/db_busy.py). With a
-# pool Django needs CONN_MAX_AGE 0: a connection goes back to the pool when a request (or a database_sync_to_async
-# call) ends, so a stream that waits between reads holds none. Health checks replace a broken one on checkout.
-DB_POOL_MIN = env_int("TOOLHUB_DB_POOL_MIN", 0)
-DB_POOL_MAX = env_int("TOOLHUB_DB_POOL_MAX", 20)
-DB_POOL_TIMEOUT = env_float("TOOLHUB_DB_POOL_TIMEOUT", 10.0)
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)}
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": DB_POOL_MIN,
-            "max_size": DB_POOL_MAX,
-            "timeout": DB_POOL_TIMEOUT,
-            "max_idle": 60,  # a pooled connection idle this long is closed
-        }
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
 else:
     DATABASES = {
         "default": {
@@ -193,12 +178,7 @@ CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL or "ca
 # Without a broker the turn runs in-process (embedded default).
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", not (REDIS_URL or os.environ.get("CELERY_BROKER_URL")))
 CELERY_TASK_EAGER_PROPAGATES = True
-# A turn's message is acknowledged when the task ends, so a worker that dies mid-turn leaves it to be delivered again:
-# at once when a prefork child is lost, after the visibility timeout when the whole worker is (Redis keeps unacked
-# messages aside). The turn watchdog below takes a stalled turn over sooner; a redelivered message of a turn that
-# finished, or that another worker is still running, is skipped (agents.runtime.claim).
 CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # One queue per deployment (or per test run) so two of them on one broker never take each other's turns.
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("TOOLHUB_CELERY_QUEUE", "toolhub")
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -206,37 +186,12 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_CONNECTION_RETRY = True
-CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a broker that is down for long is waited for, never given up on
-# On a lost broker connection a turn in flight is stopped: its acknowledgement would go to the dead connection. The
-# watchdog takes the turn over on a worker that has the broker again (toolhub/celery_consumer.py says why the worker
-# itself survives). Celery 6 makes this the default.
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
-CELERY_WORKER_CONSUMER = "toolhub.celery_consumer:Consumer"
 # Periodic work (django-celery-beat is not used: the schedule lives here).
 WORKFLOW_CLEANUP_INTERVAL_SECONDS = env_int("TOOLHUB_WORKFLOW_CLEANUP_INTERVAL", 300)
-# Turns: one deadline each (TOOLHUB_TURN_TIME_LIMIT after it was queued, or resumed after an approval); a worker
-# running a turn beats its heart every TOOLHUB_TURN_HEARTBEAT seconds. The watchdog (every
-# TOOLHUB_TURN_WATCHDOG_INTERVAL) takes over a running turn whose heart stopped for TOOLHUB_TURN_STALL seconds and
-# fails, visibly, a turn still unfinished TOOLHUB_TURN_GRACE seconds past its deadline.
-TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
-TOOLHUB_TURN_GRACE = env_float("TOOLHUB_TURN_GRACE", 5.0)
-TOOLHUB_TURN_HEARTBEAT = env_float("TOOLHUB_TURN_HEARTBEAT", 5.0)
-TOOLHUB_TURN_STALL = env_float("TOOLHUB_TURN_STALL", 30.0)
-TOOLHUB_TURN_WATCHDOG_INTERVAL = env_float("TOOLHUB_TURN_WATCHDOG_INTERVAL", 10.0)
-# Streams send a keep-alive status frame after this many quiet seconds.
-TOOLHUB_STREAM_KEEPALIVE = env_float("TOOLHUB_STREAM_KEEPALIVE", 10.0)
-# Redis keeps a delivered, unacknowledged message aside this long before it delivers it again: longer than a turn
-# may run, so a live worker's turn is never delivered twice.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": TOOLHUB_TURN_TIME_LIMIT + 60}
 CELERY_BEAT_SCHEDULE = {
     "cleanup-expired-workflows": {
         "task": "agents.tasks.cleanup_expired_workflows",
         "schedule": WORKFLOW_CLEANUP_INTERVAL_SECONDS,
-    },
-    "turn-watchdog": {
-        "task": "agents.tasks.watch_turns",
-        "schedule": TOOLHUB_TURN_WATCHDOG_INTERVAL,
     },
 }
 
@@ -246,8 +201,6 @@ TOOLHUB_MODEL_API_KEY = os.environ.get("TOOLHUB_MODEL_API_KEY", "")
 TOOLHUB_MODEL = os.environ.get("TOOLHUB_MODEL", "" if not TOOLHUB_MODEL_BASE_URL else "default")
 # "builtin" is the offline rule-based model; "openai" any compatible server.
 TOOLHUB_MODEL_PROVIDER = "openai" if TOOLHUB_MODEL_BASE_URL else "builtin"
-# One model call (a step of the turn) gets TOOLHUB_MODEL_TIMEOUT seconds in total, retries included, and never more
-# than the turn has left.
 TOOLHUB_MODEL_TIMEOUT = env_float("TOOLHUB_MODEL_TIMEOUT", 60.0)
 TOOLHUB_MODEL_RETRIES = env_int("TOOLHUB_MODEL_RETRIES", 2)
 TOOLHUB_MODEL_PROFILE = os.environ.get("TOOLHUB_MODEL_PROFILE", "chat-8k")
@@ -283,9 +236,6 @@ TOOLHUB_MCP_TIMEOUT = env_float("TOOLHUB_MCP_TIMEOUT", 30.0)
 TOOLHUB_MCP_MAX_TOOLS = env_int("TOOLHUB_MCP_MAX_TOOLS", 2000)
 # Seconds a tool an API key found through tool_search stays listed and callable for that key, across MCP sessions.
 TOOLHUB_MCP_FOUND_TTL = env_int("TOOLHUB_MCP_FOUND_TTL", 3600)
-# An MCP tool whose input schema has this property gets the call's idempotency key in it (the same in every run of
-# the turn); a taken-over turn runs such a write again, never one without it.
-TOOLHUB_IDEMPOTENCY_ARGUMENT = os.environ.get("TOOLHUB_IDEMPOTENCY_ARGUMENT", "idempotency_key")
 # Builtin web search: a SearXNG-compatible JSON API; unset -> "not configured".
 SEARXNG_URL = os.environ.get("SEARXNG_URL", "")
 TOOLHUB_WEB_SEARCH_TIMEOUT = env_float("TOOLHUB_WEB_SEARCH_TIMEOUT", 10.0)
@@ -335,6 +285,7 @@ TOOLHUB_LEARN_PER_OWNER = env_bool("TOOLHUB_LEARN_PER_OWNER", False)
 TOOLHUB_LEARN_MAX_PER_CONVERSATION = env_int("TOOLHUB_LEARN_MAX_PER_CONVERSATION", 20)
 TOOLHUB_MAX_EXAMPLES_PER_TOOL = env_int("TOOLHUB_MAX_EXAMPLES_PER_TOOL", 50)
 TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
+TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 TOOLHUB_APPROVAL_TIMEOUT = env_int("TOOLHUB_APPROVAL_TIMEOUT", 300)
 TOOLHUB_WORKFLOW_TTL_SECONDS = env_int("TOOLHUB_WORKFLOW_TTL", 3600)
 # Staged flows (agents/flows.py): ordered workflow phases, and the tools whose recommendation

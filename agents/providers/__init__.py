@@ -12,10 +12,6 @@ from typing import Protocol
 from django.conf import settings
 
 
-class ModelUnavailable(Exception):
-    """The model server failed or did not answer in time; the message is safe to show."""
-
-
 @dataclass(frozen=True)
 class ToolCall:
     id: str
@@ -47,11 +43,7 @@ class Provider(Protocol):
     name: str
     label: str
 
-    def stream(
-        self, messages: list[dict], tools: list[dict], *, hints: TurnHints, deadline: float | None = None
-    ) -> Iterator[ModelChunk]:
-        """One model step; it ends by `deadline` (a time.monotonic() value), by raising when the model is late."""
-        ...
+    def stream(self, messages: list[dict], tools: list[dict], *, hints: TurnHints) -> Iterator[ModelChunk]: ...
 
 
 def get_provider() -> Provider:

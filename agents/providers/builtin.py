@@ -92,9 +92,7 @@ class BuiltinProvider:
     name = "builtin"
     label = LABEL
 
-    def stream(
-        self, messages: list[dict], tools: list[dict], *, hints: TurnHints, deadline: float | None = None
-    ) -> Iterator[ModelChunk]:  # answers at once: the deadline never binds
+    def stream(self, messages: list[dict], tools: list[dict], *, hints: TurnHints) -> Iterator[ModelChunk]:
         loaded = {tool["function"]["name"] for tool in tools}
         results = _results_of_this_turn(messages)
         if not results:
