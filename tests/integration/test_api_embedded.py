@@ -48,7 +48,8 @@ def sse_frames(base: str, key: str, text: str) -> list:
 
 
 def statuses(frames):
-    return [(f["phase"], f["message"]) for f in frames if f.get("type") == "status"]
+    """The turn's status frames; keep-alive frames (a quiet stream on a loaded host) are not steps of the turn."""
+    return [(f["phase"], f["message"]) for f in frames if f.get("type") == "status" and f.get("phase") != "keepalive"]
 
 
 def content(frames) -> str:

@@ -62,8 +62,8 @@ def toolhub(tmp_path):
         make_policy(Tool.objects.get(name=name))
     Tool.objects.filter(name__in=["time__get_current_time", "convert_time"]).update(always_load=True)
     mcp_client.close_all()  # Daphne opens its own connections
-    _, key = create_api_key(user=make_user(role="viewer"), name="third-party")
-    _, other_key = create_api_key(user=make_user(username="other", role="viewer"), name="other")
+    _, key = create_api_key(user=make_user(role="operator"), name="third-party")
+    _, other_key = create_api_key(user=make_user(username="other", role="operator"), name="other")
     with daphne(database_env()) as base:
         yield base, key, other_key, synced
 
