@@ -125,7 +125,9 @@ def new_page(browser, browser_stack):
 
     def open_page(viewport=WIDE):
         context = browser.new_context(viewport=viewport, base_url=browser_stack.url)
-        context.set_default_timeout(20_000)
+        # The first turn of a fresh worker waits for the router's warm-up (the example index, its
+        # diacritic-free copy included, embedded at start): over 20 s on a loaded host.
+        context.set_default_timeout(60_000)
         contexts.append(context)
         return context.new_page()
 
