@@ -262,7 +262,7 @@ def test_vietnamese_typed_without_diacritics_reads_like_with_them():
     [
         "create a campaign 'Back to School' running Aug 1-31",
         "tạo chiến dịch 'Mừng 8/3' chạy từ 1/3 đến 10/3",
-        "show the points of M-100",
+        "show the points earned by order ORD-2024-11",
     ],
 )
 def test_dates_quoted_names_and_ids_are_not_arithmetic(text):
