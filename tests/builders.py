@@ -35,7 +35,7 @@ def make_user(username="ops", role="operator", password="a-long-test-password"):
 
 
 def restore_migrated_routing_data() -> None:
-    """The action words (migration 0003), intent examples (0008, 0011) and mood words (0010) the
+    """The action words (migration 0003), intent examples (0008, 0011, 0015) and mood words (0010) the
     router reads, as migrated.
 
     A transactional test's flush removes them for the tests after it.
@@ -44,6 +44,7 @@ def restore_migrated_routing_data() -> None:
     importlib.import_module("agents.migrations.0008_default_intent_examples").add_examples(apps, None)
     importlib.import_module("agents.migrations.0010_default_mood_words").add_words(apps, None)
     importlib.import_module("agents.migrations.0011_more_intent_examples").add_examples(apps, None)
+    importlib.import_module("agents.migrations.0015_casual_answer_examples").add_examples(apps, None)
 
 
 def at_once(count: int, work) -> list[tuple[str, object]]:

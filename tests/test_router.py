@@ -273,3 +273,24 @@ def test_a_request_reads_the_catalog_state_once(django_assert_max_num_queries):
     analyze("list the active campaigns")  # warm: indexes built
     with django_assert_max_num_queries(1):
         analyze("how many points does M-100 have")
+
+
+@pytest.mark.parametrize("text", ["tính giùm 3125 x 48", "what's 72 X 15"])
+def test_an_x_between_numbers_is_multiplication(text):
+    assert recommended(text)[0] == "calculate"
+
+
+def test_an_x_after_a_number_is_still_a_multiplier_not_arithmetic():
+    assert "calculate" not in recommended("create a campaign with 2x points on weekends")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "make this friendlier: 'Your voucher expires tomorrow, redeem your points now'",
+        'dịch sang tiếng Anh: "Quý khách được cộng 500 điểm thưởng vào tài khoản"',
+    ],
+)
+def test_quoted_text_is_content_to_work_on_not_the_request(text):
+    # The quote talks about vouchers and points; the request around it asks for writing help.
+    assert recommended(text) == []

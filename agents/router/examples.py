@@ -50,13 +50,29 @@ _NAME_OR_ID = re.compile(
 PLACEHOLDER = "X"
 
 
+# Quoted text is what a request works on ("make this friendlier: '...'", "dịch giúp: \"...\""),
+# not what it asks for: requests and examples alike are read with each quoted passage as one
+# placeholder. An apostrophe inside a word ("M-15's", "don't") opens no quote.
+QUOTED = re.compile(r"[\"“«][^\"“”«»]+[\"”»]|(?<!\w)['‘][^'‘’]+['’](?!\w)")
+MIN_UNQUOTED_WORDS = 3
+_LETTERS = re.compile(r"[^\W\d_]+")
+
+
+def without_quotes(text: str) -> str:
+    """The text with each quoted passage replaced by the placeholder (the text itself if that leaves too little)."""
+    unquoted = QUOTED.sub(PLACEHOLDER, text)
+    return unquoted if len(_LETTERS.findall(unquoted)) >= MIN_UNQUOTED_WORDS else text
+
+
 def generic_form(text: str) -> str:
     """The text with names and ids replaced by a placeholder."""
     return _NAME_OR_ID.sub(PLACEHOLDER, text)
 
 
 def comparable_vectors(texts: list[str], embed) -> np.ndarray:
-    """The vectors examples and requests are compared in: written + generic form, unit length."""
+    """The vectors examples and requests are compared in: written + generic form, unit length.
+
+    Requests arrive here already without_quotes (steward.rules_analysis); examples are read the same way."""
     # One engine call for both forms: the engine packs all texts into one forward pass.
     vectors = np.asarray(embed([*texts, *map(generic_form, texts)]), dtype=np.float32)
     return _unit(vectors[: len(texts)] + vectors[len(texts) :])
@@ -176,7 +192,7 @@ def load_examples() -> ExampleIndex:
     labels, texts, vectors, owners = [], [], [], []
     for row in intents:
         labels.append(Label(row.action, frozenset(row.domains or ())))
-        texts.append(row.text)
+        texts.append(without_quotes(row.text))
         vectors.append(_intent_vector(row))
         owners.append(None)
     for row in tool_rows:
@@ -184,7 +200,7 @@ def load_examples() -> ExampleIndex:
         domains = frozenset(domain.name for domain in policy.domains.all())
         learned = row.source == ToolExample.Source.LEARNED
         labels.append(Label(ACTION_OF_OPERATION[policy.operation], domains, row.tool.name, not learned))
-        texts.append(row.text)
+        texts.append(without_quotes(row.text))
         vectors.append(None)  # a stored vector is of the text alone (search's); this index compares blends
         owners.append(row.owner_id)
     embed = functools.partial(embeddings.embed_texts, model=embeddings.routing_model())
@@ -204,9 +220,18 @@ def load_examples() -> ExampleIndex:
     return ExampleIndex(labels, matrix, owners, plain_matrix=plain)
 
 
+# Stored beside an IntentExample's vector: the model, and the form this module compares
+# (change the form, change its name, and stored vectors are made again).
+COMPARED_FORM = "written+generic, unquoted"
+
+
+def _vector_name() -> str:
+    return f"{embeddings.model_name(embeddings.routing_model())} [{COMPARED_FORM}]"
+
+
 def _intent_vector(row: IntentExample) -> np.ndarray | None:
-    """The example's stored (blended) vector, if the routing model made it."""
-    if row.vector is None or row.model_name != embeddings.model_name(embeddings.routing_model()):
+    """The example's stored (compared-form) vector, if the routing model made it in this form."""
+    if row.vector is None or row.model_name != _vector_name():
         return None
     return np.frombuffer(bytes(row.vector), dtype="<f4")
 
@@ -214,7 +239,7 @@ def _intent_vector(row: IntentExample) -> np.ndarray | None:
 def _store_intent_vectors(pairs: list[tuple[IntentExample, np.ndarray]]) -> None:
     for row, vector in pairs:
         row.vector = np.asarray(vector, dtype="<f4").tobytes()
-        row.model_name = embeddings.model_name(embeddings.routing_model())
+        row.model_name = _vector_name()
     if pairs:
         # bulk_update sends no signal: storing a vector changes no label.
         IntentExample.objects.bulk_update([row for row, _ in pairs], ["vector", "model_name"])

@@ -85,6 +85,7 @@ class Routed:
     raw_confidence: float
     tool_scores: dict[str, float] = field(default_factory=dict)
     reads_only: bool = False  # the text wants to read (lexicon.Hits.reads_only)
+    question: bool = False  # the text is a question (lexicon.Hits.question)
 
 
 def _shares(counter: Counter) -> dict:
@@ -151,7 +152,12 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     needs_tool = answer_share < ANSWER_SHARE and bool(evidence.ranking or neighbours.tools)
     tool_actions = {a: v for a, v in actions.items() if a != Action.ANSWER}
     if needs_tool and tool_actions:
-        action = max(tool_actions, key=lambda a: (tool_actions[a], a in READ_ACTIONS))
+        # Reading or writing first (get, list and search split one reading's votes), then the
+        # best action of that kind: a lone write vote never beats a request read three ways.
+        read_votes = sum(v for a, v in tool_actions.items() if a in READ_ACTIONS)
+        reads_win = read_votes >= sum(tool_actions.values()) - read_votes
+        kind = {a: v for a, v in tool_actions.items() if (a in READ_ACTIONS) == reads_win}
+        action = max(kind, key=kind.get)
         if action not in READ_ACTIONS and evidence.hits.reads_only:
             # A request that opens with a read verb, or a question that asks for no action ("does
             # M-42 still have points?"), wants to read: its best read action decides, or, with no
@@ -183,7 +189,9 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     decision = RoutingDecision(action=action, domains=domains, confidence=confidence)
     if state.workflow_phase:
         decision = in_workflow(decision, state)
-    return Routed(decision, needs_tool, raw, tool_scores, reads_only=evidence.hits.reads_only)
+    return Routed(
+        decision, needs_tool, raw, tool_scores, reads_only=evidence.hits.reads_only, question=evidence.hits.question
+    )
 
 
 def in_workflow(decision: RoutingDecision, state: ConversationState) -> RoutingDecision:
@@ -204,7 +212,7 @@ def in_workflow(decision: RoutingDecision, state: ConversationState) -> RoutingD
 # comma is not one: "189k, add 10% VAT, total?" is one request). The connectives are a few
 # closed-class words (and, also, then, plus; và, rồi, còn, với lại, thêm nữa).
 _BOUNDARY = re.compile(
-    r"\s*[.;?!]\s+"
+    r"(?<=[.;?!])\s+"
     r"|\s*,?\s+(?:and\s+also|and\s+then|and|also|then|plus|và|rồi|còn|với lại|thêm nữa)\s+",
     re.IGNORECASE,
 )
@@ -213,8 +221,11 @@ MIN_SEGMENT_WORDS = 2
 
 
 def segments(text: str) -> list[str]:
-    """The clauses of a request that could each be a request on its own (at most MAX_SEGMENTS)."""
-    parts = [part.strip(" ,.;?!") for part in _BOUNDARY.split(text or "")]
+    """The clauses of a request that could each be a request on its own (at most MAX_SEGMENTS).
+
+    A clause that ends with a question mark keeps it."""
+    # A clause keeps its question mark: cut off from the rest, it is still a question.
+    parts = [part.strip(" ,.;!") for part in _BOUNDARY.split(text or "")]
     parts = [part for part in parts if len(part.split()) >= MIN_SEGMENT_WORDS]
     if len(parts) < 2:
         return []

@@ -31,7 +31,7 @@ from catalog.models import Action
 from catalog.search import one_catalog_state, rank_catalog, search_catalog
 
 from .. import flows
-from .examples import EMPTY, ExampleIndex, comparable_vectors, example_index
+from .examples import EMPTY, ExampleIndex, comparable_vectors, example_index, without_quotes
 from .fusion import ConversationState, Evidence, Routed, fuse, segments
 from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Lexicon, is_plain, lexicon
 
@@ -51,9 +51,10 @@ class StewardMode:
     OFF = "off"
 
 
-# Arithmetic written with symbols: "15 + 27", "50% of 200", "sqrt(144)", "2^10". Words are the examples' job.
+# Arithmetic written with symbols: "15 + 27", "4567 x 89", "50% of 200", "sqrt(144)", "2^10".
+# Words are the examples' job. An x is a times sign only between numbers ("2x points" is a multiplier).
 ARITHMETIC = re.compile(
-    r"\d\s*[-+*/×÷^]\s*[-(]?\s*\d"
+    r"\d\s*[-+*/×÷^xX]\s*[-(]?\s*\d"
     r"|\d+(?:\.\d+)?\s*%\s*(?:of|của)\s*\d"
     r"|\b(?:sqrt|cbrt|log|ln|exp|sin|cos|tan|abs|pow|round|floor|ceil)\s*\(",
     re.IGNORECASE,
@@ -225,7 +226,8 @@ def merge(whole: Routed, parts: list[Routed]) -> Routed:
     # A request that as a whole wants to read ("voucher của M-300 còn hạn không") is not led by
     # a clause that reads as a write once cut off from its question.
     if whole.decision.action in READ_ACTIONS and not whole.reads_only:
-        writes = [part for part in needing if part.decision.action not in READ_ACTIONS]
+        # A clause that is itself a question ("xoá sổ?") never leads as a write.
+        writes = [part for part in needing if part.decision.action not in READ_ACTIONS and not part.question]
         if writes:
             lead = max(writes, key=lambda p: p.decision.confidence)
     domains = frozenset().union(*(part.decision.domains for part in needing)) | lead.decision.domains
@@ -356,7 +358,7 @@ def rules_analysis(
         decision = RoutingDecision(phase=state.workflow_phase, side_query=bool(state.workflow_phase))
         result = StewardResult(Intent.GENERAL, decision, (), "", False, StewardMode.RULES, 0.0)
         return with_recommendations(result, (), "an empty request: nothing to route", StewardMode.RULES)
-    routed, parts = route(text, state, context)
+    routed, parts = route(without_quotes(text), state, context)
     picks, reasons = recommend(routed, parts, text, context, max_tools=max_tools)
     if len(picks) < min_tools:
         allowed = allowed_names(routed.decision, context.entries)

@@ -5,6 +5,8 @@ holds ("bump", "put on hold", "còn bao nhiêu"). Written for the demo catalog's
 tools, not taken from any benchmark; an operator edits them on /examples/.
 """
 
+from .examples_casual import CASUAL_EXAMPLES
+
 TOOL_EXAMPLES: dict[str, list[str]] = {
     # --- general --------------------------------------------------------------
     "calculate": [
@@ -233,3 +235,7 @@ TOOL_EXAMPLES: dict[str, list[str]] = {
     "redeem_reward": ["exchange M-3's points for a coffee mug", "đổi điểm lấy quà cho khách M-5"],
     "list_rewards": ["what rewards can members redeem", "danh sách quà đổi điểm"],
 }
+
+# The casual wordings (examples_casual.py) join each tool's list.
+for _name, _texts in CASUAL_EXAMPLES.items():
+    TOOL_EXAMPLES.setdefault(_name, []).extend(_texts)
