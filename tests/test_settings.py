@@ -103,7 +103,8 @@ def test_make_run_sets_debug_for_the_embedded_default_and_says_so():
     result = subprocess.run(["make", "-n", "run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "make run: DEBUG=1 for the embedded default" in result.stdout
-    assert "DEBUG=1 .venv/bin/daphne" in result.stdout and "DEBUG=1 .venv/bin/python manage.py setup_demo" in result.stdout
+    assert "DEBUG=1 .venv/bin/daphne" in result.stdout
+    assert "DEBUG=1 .venv/bin/python manage.py setup_demo" in result.stdout
 
 
 def test_secret_key_is_required_when_debug_is_off(tmp_path):
