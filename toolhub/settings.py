@@ -106,6 +106,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outermost of the app's own: whatever goes wrong below, /v1 answers OpenAI-style JSON.
+    "agents.api_errors.ApiErrorMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -290,6 +292,10 @@ TOOLHUB_LEARN_AUTO_APPROVE = env_bool("TOOLHUB_LEARN_AUTO_APPROVE", False)
 TOOLHUB_LEARN_PER_OWNER = env_bool("TOOLHUB_LEARN_PER_OWNER", False)
 TOOLHUB_LEARN_MAX_PER_CONVERSATION = env_int("TOOLHUB_LEARN_MAX_PER_CONVERSATION", 20)
 TOOLHUB_MAX_EXAMPLES_PER_TOOL = env_int("TOOLHUB_MAX_EXAMPLES_PER_TOOL", 50)
+# Bounds of a /v1 request (agents/api_input.py): body bytes (413 over), JSON nesting, messages per request.
+TOOLHUB_API_MAX_BODY_BYTES = env_int("TOOLHUB_API_MAX_BODY_BYTES", 1024 * 1024)
+TOOLHUB_API_MAX_JSON_DEPTH = env_int("TOOLHUB_API_MAX_JSON_DEPTH", 64)
+TOOLHUB_API_MAX_MESSAGES = env_int("TOOLHUB_API_MAX_MESSAGES", 1000)
 TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
 TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 TOOLHUB_APPROVAL_TIMEOUT = env_int("TOOLHUB_APPROVAL_TIMEOUT", 300)
