@@ -21,6 +21,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 from catalog.tokens import count_tokens
 
 from .access import DECIDE_APPROVAL, LIST_MODELS, START_TURN, Ability, refusal
+from .api_input import InputRejected, check_chat_request, check_json_body
 from .api_keys import authenticate
 from .approvals import ApprovalClosed, decide_approval
 from .events import stored_events, turn_group
@@ -252,13 +253,9 @@ async def chat_completions(request):
         if request.method != "POST":
             raise ApiError(405, "Use POST for /v1/chat/completions.")
         user = await api_user(request, START_TURN)
-        try:
-            body = request.body
-        except RequestDataTooBig:
-            raise ApiError(413, "The request body is too large.", code="request_too_large") from None
-        parsed = parse_request(body)
+        parsed = parse_request(check_chat_request(request))  # size, depth, strings, types: agents.api_input
         turn = await sync_to_async(open_turn)(user, parsed)
-    except ApiError as error:
+    except (ApiError, InputRejected) as error:
         return error.response()
     if parsed["stream"]:
         response = StreamingHttpResponse(sse_stream(turn.id, parsed["model"]), content_type="text/event-stream")
@@ -276,7 +273,7 @@ async def approval(request, approval_id: int):
             raise ApiError(405, "Use POST to decide an approval.")
         user = await api_user(request, DECIDE_APPROVAL)
         try:
-            body = json.loads(request.body or b"")
+            body = json.loads(check_json_body(request) or b"")
         except (ValueError, RequestDataTooBig):
             raise ApiError(400, "The request body is not valid JSON.") from None
         if not isinstance(body, dict) or not isinstance(body.get("approve"), bool):
@@ -289,7 +286,7 @@ async def approval(request, approval_id: int):
             raise ApiError(403, "This key may not decide that approval.", type="permission_error") from None
         except ApprovalClosed as closed:
             raise ApiError(409, str(closed), code="approval_closed") from None
-    except ApiError as error:
+    except (ApiError, InputRejected) as error:
         return error.response()
     return JsonResponse({"id": decided.pk, "status": decided.status, "tool_name": decided.tool_name})
 
