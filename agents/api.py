@@ -12,6 +12,7 @@ import time
 import uuid
 
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
@@ -151,7 +152,8 @@ async def turn_events(turn_id: int, *, start):
     last = 0
     try:
         while time.monotonic() < deadline:
-            for event in await sync_to_async(stored_events)(turn_id, after=last):
+            # database_sync_to_async hands the connection back after each read: a waiting stream holds none.
+            for event in await database_sync_to_async(stored_events)(turn_id, after=last):
                 last = event["sequence"]
                 yield event
                 if event["type"] == EventType.DONE:

@@ -108,6 +108,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Outermost of the app's own: whatever goes wrong below, /v1 answers OpenAI-style JSON.
     "agents.api_errors.ApiErrorMiddleware",
+    "toolhub.db_pool.PoolExhaustedMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -142,8 +143,20 @@ ASGI_APPLICATION = "toolhub.asgi.application"
 
 # --- database -------------------------------------------------------------
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
+# Connections per process are bounded on PostgreSQL: Django's psycopg pool (CONN_MAX_AGE must then be 0; a
+# connection returns to the pool when a request, task or database_sync_to_async call ends). Work that gets
+# none within TOOLHUB_DB_POOL_TIMEOUT seconds is answered 503 with Retry-After (toolhub/db_pool.py).
+TOOLHUB_DB_POOL_MIN = env_int("TOOLHUB_DB_POOL_MIN", 1)
+TOOLHUB_DB_POOL_MAX = env_int("TOOLHUB_DB_POOL_MAX", 10)
+TOOLHUB_DB_POOL_TIMEOUT = env_float("TOOLHUB_DB_POOL_TIMEOUT", 10.0)
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": TOOLHUB_DB_POOL_MIN,
+            "max_size": TOOLHUB_DB_POOL_MAX,
+            "timeout": TOOLHUB_DB_POOL_TIMEOUT,
+        }
 else:
     DATABASES = {
         "default": {
