@@ -358,14 +358,16 @@ async def sse_stream(turn_id: int, model: str):
 
 async def completion(turn_id: int, model: str, prompt_tokens: int) -> dict:
     """The whole answer as a chat.completion, or the failed turn's ApiError."""
-    content, done = "", {}
-    async for event in turn_events(turn_id, start=starter(turn_id)):
+    content, done, failure = "", {}, None
+    async for event in turn_events(turn_id, start=starter(turn_id)):  # read to the end: the stream then closes
         if event["type"] == EventType.DELTA:
             content += event["payload"].get("content", "")
         elif event["type"] == EventType.ERROR:
-            raise failure_error(event["payload"])
+            failure = failure or failure_error(event["payload"])
         elif event["type"] == EventType.DONE:
             done = event["payload"]
+    if failure is not None:
+        raise failure
     completion_tokens = count_tokens(content)
     message = {"role": "assistant", "content": content}
     if done.get("tool_calls"):

@@ -180,3 +180,15 @@ def test_with_the_builtin_model_the_whole_round_trip_answers_from_the_clients_re
         {"role": "tool", "tool_call_id": call["id"], "content": "21 °C and sunny"},
     ]})  # fmt: skip
     assert done(second)["finish_reason"] == "stop" and "21 °C and sunny" in done(second)["content"]
+
+
+def test_a_risky_toolhub_call_beside_a_client_call_is_refused_not_left_waiting(demo_catalog, scripted_model):
+    from agents.models import ToolApproval
+
+    scripted_model.steps = [{"tool_calls": [{"name": "restart_container", "arguments": {"container": "web"}},
+                                            {"name": "get_weather", "arguments": {"location": "Paris"}}]}]  # fmt: skip
+    turn = run_request(ask("docker restart web"))
+    assert turn.status == Turn.Status.DONE and not ToolApproval.objects.exists()
+    (refused,) = Message.objects.filter(turn=turn, role="tool").values_list("content", flat=True)
+    assert "restart_container needs an operator's approval" in refused
+    assert [call["function"]["name"] for call in done(turn)["tool_calls"]] == ["get_weather"]
