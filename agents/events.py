@@ -24,7 +24,7 @@ TOOL_EXECUTION_PHASE = "tool_execution"
 
 
 class FailureReason:
-    """Why a turn failed: the `reason` of its error event (agents.api answers each with its own HTTP error)."""
+    """Why a turn failed: the `reason` of its error event (agents.api_errors gives each its own HTTP error)."""
 
     MODEL_UNAVAILABLE = "model_unavailable"  # the model server could not be reached or failed
     MODEL_TIMEOUT = "model_timeout"  # the model server did not answer within TOOLHUB_MODEL_TIMEOUT
