@@ -185,7 +185,7 @@ class TurnRun:
         self.profile = profile
         if resuming:
             self.settle_decided_calls(history, bundle)
-        reply = self.model_loop(history, bundle, knowledge, hints)
+        reply = self.model_loop(history, bundle, knowledge, hints, first_step=1 if resuming else 0)
         if reply is None:
             return  # paused on an approval; a new task resumes the turn
         started = Turn.objects.values_list("started_at", flat=True).get(pk=self.turn.id)
@@ -299,12 +299,13 @@ class TurnRun:
             self.budget = figures
             emit(self.turn.id, EventType.ROUTING, phase="budget", **figures)
 
-    def model_loop(self, history, bundle, knowledge, hints) -> Reply | None:
+    def model_loop(self, history, bundle, knowledge, hints, *, first_step: int = 0) -> Reply | None:
         """Steps until the model answers, calls a client tool (the Reply), pauses on an approval (None) or hits
-        the limit. In a step that calls client tools, toolhub's own calls of that step still run first."""
+        the limit. In a step that calls client tools, toolhub's own calls of that step still run first.
+        `first_step` 1 for a resumed turn: its request's first step (where tool_choice applies) is behind it."""
         provider = self.turn_model
         transcript = list(history)
-        for step in range(settings.TOOLHUB_MAX_STEPS):
+        for step in range(first_step, first_step + settings.TOOLHUB_MAX_STEPS):
             system = prompt.system_prompt(bundle, knowledge, self.instructions)
             tools = prompt.tool_definitions(bundle)
             messages = self.fit(system, tools, transcript, self.profile)

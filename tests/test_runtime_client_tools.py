@@ -192,3 +192,22 @@ def test_a_risky_toolhub_call_beside_a_client_call_is_refused_not_left_waiting(d
     (refused,) = Message.objects.filter(turn=turn, role="tool").values_list("content", flat=True)
     assert "restart_container needs an operator's approval" in refused
     assert [call["function"]["name"] for call in done(turn)["tool_calls"]] == ["get_weather"]
+
+
+@pytest.mark.usefixtures("eager_celery")
+def test_a_turn_resumed_after_an_approval_does_not_force_the_tool_choice_again(
+    demo_catalog, scripted_model, django_capture_on_commit_callbacks
+):
+    from agents.approvals import decide_approval
+    from agents.models import ToolApproval
+
+    scripted_model.steps = [{"tool_calls": [{"name": "restart_container", "arguments": {"container": "web"}}]},
+                            {"content": "Restarted."}]  # fmt: skip
+    turn = run_request(ask("docker restart web", tool_choice="required"))
+    assert turn.status == Turn.Status.WAITING
+    with django_capture_on_commit_callbacks(execute=True):
+        decide_approval(approval_id=ToolApproval.objects.get().pk, user=make_user("op"), approve=True)
+    first, resumed = scripted_model.requests
+    assert first["tool_choice"] == "required" and "tool_choice" not in resumed
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.DONE and done(turn)["finish_reason"] == "stop"
