@@ -107,7 +107,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Outermost of the app's own: whatever goes wrong below, /v1 answers OpenAI-style JSON.
-    "agents.api_errors.ApiErrorMiddleware",
+    "agents.api_middleware.ApiErrorMiddleware",
     "toolhub.db_pool.PoolExhaustedMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -310,6 +310,8 @@ TOOLHUB_API_MAX_BODY_BYTES = env_int("TOOLHUB_API_MAX_BODY_BYTES", 1024 * 1024)
 TOOLHUB_API_MAX_JSON_DEPTH = env_int("TOOLHUB_API_MAX_JSON_DEPTH", 64)
 TOOLHUB_API_MAX_MESSAGES = env_int("TOOLHUB_API_MAX_MESSAGES", 1000)
 TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
+# An API request may declare at most this many client tools (OpenAI's own cap is 128).
+TOOLHUB_MAX_CLIENT_TOOLS = env_int("TOOLHUB_MAX_CLIENT_TOOLS", 128)
 TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 TOOLHUB_APPROVAL_TIMEOUT = env_int("TOOLHUB_APPROVAL_TIMEOUT", 300)
 TOOLHUB_WORKFLOW_TTL_SECONDS = env_int("TOOLHUB_WORKFLOW_TTL", 3600)
