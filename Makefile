@@ -34,9 +34,12 @@ $(CHROMIUM):
 	$(SUDO) apt-get install -y chromium fonts-noto-color-emoji || \
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium fonts-noto-color-emoji)
 
+# Debug pages are off unless asked for (DEBUG=0 make run turns them off here too).
+DEBUG ?= 1
 run: setup
-	$(PY) manage.py setup_demo
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolhub.asgi:application
+	@echo "make run: DEBUG=$(DEBUG) for the embedded default (Django's debug pages; never on a deployment)"
+	DEBUG=$(DEBUG) $(PY) manage.py setup_demo
+	DEBUG=$(DEBUG) $(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolhub.asgi:application
 
 # Two stages, each test in exactly one (README "Testing"): the fast stage on the embedded
 # default (SQLite), then the integration tests and the `postgres` unit tests on PostgreSQL +

@@ -1,45 +1,44 @@
-"""The OpenAI-compatible API: POST /v1/chat/completions (JSON or SSE) and GET /v1/models.
+"""The OpenAI-compatible API: POST /v1/chat/completions (JSON or SSE), GET /v1/models and /v1/models/<id>.
 
 Thin: authenticate, validate, store the conversation and a queued turn in one
-transaction, start the turn, then relay the turn's events. Streams replay the
-stored events and follow the channel-layer group, so nothing is missed
-whichever side starts first. Errors are OpenAI-style error objects.
+transaction, start the turn, then relay the turn's events (agents.completions).
+Errors are OpenAI-style error objects (agents.api_errors): bad input and a
+newest turn too long for the model's budget (`context_length_exceeded`) are
+refused before anything runs; a turn that fails answers with the error of its
+FailureReason (502 model unavailable, 504 past the deadline), or, once a
+stream has started, an error frame and then [DONE]. Never a failure as content.
+
+Client tools (agents.client_tools) follow OpenAI's semantics: a turn that ends
+calling them answers `message.tool_calls` with finish_reason "tool_calls"
+(streamed as `delta.tool_calls`); the client's next request carries the
+assistant's tool_calls and `role: "tool"` results and continues from there.
 """
 
-import asyncio
 import json
-import time
-import uuid
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import transaction
 from django.http import JsonResponse, StreamingHttpResponse
 
+from catalog.models import Tool
 from catalog.tokens import count_tokens
 
+from . import memory, prompt
 from .access import DECIDE_APPROVAL, LIST_MODELS, START_TURN, Ability, refusal
+from .api_errors import ApiError
+from .api_input import InputRejected, check_chat_request, check_json_body
 from .api_keys import authenticate
 from .approvals import ApprovalClosed, decide_approval
-from .events import stored_events, turn_group
-from .models import Conversation, Message, ModelProfile, ToolApproval, TurnEvent
-from .turns import create_turn, enqueue_turn
+from .client_tools import ClientToolError, check_name_conflicts, check_transcript, parse_client_tools
+from .completions import completion, sse_stream
+from .models import Conversation, Message, ModelProfile, ToolApproval
+from .runtime import default_profile
+from .turns import create_turn
 
 DEFAULT_MODEL = "toolhub"
 ROLES = {"system", "user", "assistant", "tool"}
-EventType = TurnEvent.Type
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error", param=None, code=None):
-        super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
-
-    def response(self) -> JsonResponse:
-        error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
-        return JsonResponse({"error": error}, status=self.status)
 
 
 def _text(content, index: int) -> str:
@@ -50,6 +49,13 @@ def _text(content, index: int) -> str:
     if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
         return "".join(str(p.get("text", "")) for p in content)
     raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts.", param="messages")
+
+
+def _tool_calls(calls) -> list[dict]:
+    """An assistant message's tool calls as toolhub stores them (checked by client_tools.check_transcript)."""
+    return [{"id": call["id"], "type": "function", "function": {
+        "name": call["function"]["name"], "arguments": call["function"].get("arguments") or "{}"}}
+        for call in calls or []]  # fmt: skip
 
 
 def parse_request(body: bytes) -> dict:
@@ -74,19 +80,37 @@ def parse_request(body: bytes) -> dict:
                 "tool_call_id": message.get("tool_call_id") or "",
             }
         )
-    if parsed[-1]["role"] != "user" or not parsed[-1]["content"].strip():
-        raise ApiError(400, "The last message must be a non-empty user message.", param="messages")
+    users = [m for m in parsed if m["role"] == "user"]
+    # The last message is the user's request, or the client's tool results that continue the request before it.
+    if parsed[-1]["role"] not in ("user", "tool") or not users or not users[-1]["content"].strip():
+        raise ApiError(
+            400, "The last message must be a non-empty user message, or tool results answering the assistant's "
+            "tool_calls after one.", param="messages"
+        )  # fmt: skip
+    try:
+        check_transcript(parsed)
+        client = parse_client_tools(
+            payload.get("tools"),
+            payload.get("tool_choice"),
+            payload.get("parallel_tool_calls"),
+            max_tools=settings.TOOLHUB_MAX_CLIENT_TOOLS,
+        )
+    except ClientToolError as problem:
+        raise ApiError.of(problem) from None
+    for message in parsed:
+        message["tool_calls"] = _tool_calls(message["tool_calls"])
     for name, kind in (("stream", bool), ("two_stage_analysis", bool), ("model", str)):
-        if name in payload and not isinstance(payload[name], kind):
+        if payload.get(name) is not None and not isinstance(payload[name], kind):
             raise ApiError(400, f"{name} must be a {kind.__name__}.", param=name)
     temperature = payload.get("temperature", 1)
     if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
         raise ApiError(400, "temperature must be a number between 0 and 2.", param="temperature")
     return {
         "messages": parsed,
-        "model": payload.get("model") or DEFAULT_MODEL,
-        "stream": payload.get("stream", False),
-        "two_stage": payload.get("two_stage_analysis", True),
+        "model": payload.get("model") or DEFAULT_MODEL,  # no model (or null): the default, as the README says
+        "stream": bool(payload.get("stream")),
+        "two_stage": payload.get("two_stage_analysis") is not False,
+        "client": client,
     }
 
 
@@ -94,19 +118,56 @@ def model_names() -> list[str]:
     return [DEFAULT_MODEL, *ModelProfile.objects.values_list("name", flat=True)]
 
 
+def requested_profile(name: str) -> ModelProfile | None:
+    """The profile a request's `model` names (None for the default model), or a 404 error."""
+    if name == DEFAULT_MODEL:
+        return None
+    profile = ModelProfile.objects.filter(name=name).first()
+    if profile is None:
+        raise ApiError(404, f"The model {name!r} does not exist.", param="model", code="model_not_found")
+    return profile
+
+
+def check_context_length(profile: ModelProfile, request: dict) -> None:
+    """400 context_length_exceeded when the newest turn alone cannot fit the model's conversation budget.
+
+    The budget counted here is a lower bound of the turn's (base system prompt, the client's instructions
+    and tools): a request refused here would fail in the turn; one that passes may still lose old turns.
+    """
+    messages = request["messages"]
+    instructions = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    available = prompt.request_budget(profile, instructions=instructions, tools=list(request["client"].definitions))
+    conversation = [{k: v for k, v in m.items() if v} | {"role": m["role"]} for m in messages if m["role"] != "system"]
+    try:
+        memory.evict_whole_turns(conversation, budget=available)
+    except memory.BudgetExceeded as exceeded:
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {profile.context_window} tokens, of which {max(available, 0)} "
+            f"are left for the conversation after the system prompt, the tools and the reserved reply; the newest "
+            f"turn needs {exceeded.needed} tokens. Please reduce the length of the messages.",
+            param="messages",
+            code="context_length_exceeded",
+        ) from None
+
+
 @transaction.atomic
 def open_turn(user, request: dict):
-    """Store the conversation, its history and the queued turn together, or nothing."""
-    profile = None
-    if request["model"] != DEFAULT_MODEL:
-        profile = ModelProfile.objects.filter(name=request["model"]).first()
-        if profile is None:
-            raise ApiError(
-                404, f"The model {request['model']!r} does not exist.", param="model", code="model_not_found"
-            )
-    *history, last = request["messages"]
-    conversation = Conversation.objects.create(owner=user, model_profile=profile, title=last["content"][:200])
-    Message.objects.bulk_create(
+    """Check what needs the database, then store the conversation, its history and the queued turn together,
+    or nothing. The client's messages after the last user message (tool calls and their results) follow it."""
+    profile = requested_profile(request["model"])
+    client = request["client"]
+    try:
+        taken = {*Tool.objects.filter(name__in=client.names).values_list("name", flat=True)}
+        check_name_conflicts(client, taken | {settings.TOOLHUB_SEARCH_TOOL})
+    except ClientToolError as problem:
+        raise ApiError.of(problem) from None
+    check_context_length(profile or default_profile(), request)
+    messages = request["messages"]
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    request_text = messages[last_user]["content"]
+    conversation = Conversation.objects.create(owner=user, model_profile=profile, title=request_text[:200])
+    stored = [
         Message(
             conversation=conversation,
             role=m["role"],
@@ -115,9 +176,12 @@ def open_turn(user, request: dict):
             tool_call_id=m["tool_call_id"],
             tokens=count_tokens(m["content"]),
         )  # fmt: skip
-        for m in history
-    )
-    return create_turn(conversation, last["content"], two_stage=request["two_stage"])
+        for m in messages
+    ]
+    Message.objects.bulk_create(stored[:last_user])
+    turn = create_turn(conversation, request_text, two_stage=request["two_stage"], client=client)
+    Message.objects.bulk_create(stored[last_user + 1 :])
+    return turn
 
 
 def _authorize(header: str, ability: Ability):
@@ -140,125 +204,14 @@ async def api_user(request, ability: Ability):
     return await sync_to_async(_authorize)(header, ability)
 
 
-async def turn_events(turn_id: int, *, start):
-    """The turn's events in order: stored ones first, then live ones; ends after `done`."""
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    await layer.group_add(turn_group(turn_id), channel)
-    runner = asyncio.ensure_future(start())
-    deadline = time.monotonic() + settings.TOOLHUB_TURN_TIME_LIMIT + 30
-    last = 0
-    try:
-        while time.monotonic() < deadline:
-            for event in await sync_to_async(stored_events)(turn_id, after=last):
-                last = event["sequence"]
-                yield event
-                if event["type"] == EventType.DONE:
-                    return
-            while True:  # live events until a gap or a quiet second sends us back to the store
-                try:
-                    message = await asyncio.wait_for(layer.receive(channel), timeout=1.0)
-                except TimeoutError:
-                    break
-                event = message["event"]
-                if event["sequence"] <= last:
-                    continue
-                if event["sequence"] != last + 1:
-                    break
-                last = event["sequence"]
-                yield event
-                if event["type"] == EventType.DONE:
-                    return
-        yield {"type": EventType.ERROR, "payload": {"message": "The turn did not finish in time."}, "sequence": 0}
-    finally:
-        await layer.group_discard(turn_group(turn_id), channel)
-        if runner.done() and runner.exception():
-            raise runner.exception()
-
-
-def starter(turn_id: int):
-    # Eager Celery runs the turn inside this call, so it must not hold the event loop.
-    return lambda: sync_to_async(enqueue_turn, thread_sensitive=False)(turn_id)
-
-
-def chunk(completion_id: str, model: str, **fields) -> dict:
-    return {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-            **fields}  # fmt: skip
-
-
-def sse_frame(event: dict, completion_id: str, model: str) -> dict | None:
-    payload = event.get("payload", {})
-    if event["type"] == EventType.STATUS:
-        return chunk(
-            completion_id,
-            model,
-            choices=[],
-            type="status",
-            message=payload.get("message", ""),
-            phase=event.get("phase", ""),
-            tool_name=payload.get("tool_name"),
-            arguments=payload.get("arguments"),
-            recommended_tools=payload.get("recommended_tools"),
-            **({"approval_id": payload["approval_id"]} if "approval_id" in payload else {}),
-        )
-    if event["type"] == EventType.DELTA:
-        delta = {"content": payload.get("content", "")}
-        return chunk(
-            completion_id, model, type="content", choices=[{"index": 0, "delta": delta, "finish_reason": None}]
-        )
-    if event["type"] == EventType.ERROR:
-        delta = {"content": payload.get("message", "The turn failed.")}
-        return chunk(
-            completion_id, model, type="content", choices=[{"index": 0, "delta": delta, "finish_reason": None}]
-        )
-    if event["type"] == EventType.DONE:
-        return chunk(completion_id, model, type="content", choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
-    return None
-
-
-async def sse_stream(turn_id: int, model: str):
-    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-    async for event in turn_events(turn_id, start=starter(turn_id)):
-        frame = sse_frame(event, completion_id, model)
-        if frame is not None:
-            yield f"data: {json.dumps(frame, ensure_ascii=False)}\n\n"
-    yield "data: [DONE]\n\n"
-
-
-async def completion(turn_id: int, model: str, prompt_tokens: int) -> dict:
-    content = ""
-    async for event in turn_events(turn_id, start=starter(turn_id)):
-        if event["type"] == EventType.DELTA:
-            content += event["payload"].get("content", "")
-        elif event["type"] == EventType.ERROR:
-            content += event["payload"].get("message", "")
-    completion_tokens = count_tokens(content)
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },  # fmt: skip
-    }
-
-
 async def chat_completions(request):
     try:
         if request.method != "POST":
             raise ApiError(405, "Use POST for /v1/chat/completions.")
         user = await api_user(request, START_TURN)
-        try:
-            body = request.body
-        except RequestDataTooBig:
-            raise ApiError(413, "The request body is too large.", code="request_too_large") from None
-        parsed = parse_request(body)
+        parsed = parse_request(check_chat_request(request))  # size, depth, strings, types: agents.api_input
         turn = await sync_to_async(open_turn)(user, parsed)
-    except ApiError as error:
+    except (ApiError, InputRejected) as error:
         return error.response()
     if parsed["stream"]:
         response = StreamingHttpResponse(sse_stream(turn.id, parsed["model"]), content_type="text/event-stream")
@@ -266,7 +219,10 @@ async def chat_completions(request):
         response["X-Accel-Buffering"] = "no"
         return response
     prompt_tokens = sum(count_tokens(m["content"]) for m in parsed["messages"])
-    return JsonResponse(await completion(turn.id, parsed["model"], prompt_tokens))
+    try:
+        return JsonResponse(await completion(turn.id, parsed["model"], prompt_tokens))
+    except ApiError as error:
+        return error.response()
 
 
 async def approval(request, approval_id: int):
@@ -276,7 +232,7 @@ async def approval(request, approval_id: int):
             raise ApiError(405, "Use POST to decide an approval.")
         user = await api_user(request, DECIDE_APPROVAL)
         try:
-            body = json.loads(request.body or b"")
+            body = json.loads(check_json_body(request) or b"")
         except (ValueError, RequestDataTooBig):
             raise ApiError(400, "The request body is not valid JSON.") from None
         if not isinstance(body, dict) or not isinstance(body.get("approve"), bool):
@@ -289,9 +245,26 @@ async def approval(request, approval_id: int):
             raise ApiError(403, "This key may not decide that approval.", type="permission_error") from None
         except ApprovalClosed as closed:
             raise ApiError(409, str(closed), code="approval_closed") from None
-    except ApiError as error:
+    except (ApiError, InputRejected) as error:
         return error.response()
     return JsonResponse({"id": decided.pk, "status": decided.status, "tool_name": decided.tool_name})
+
+
+def model_object(name: str) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "toolhub"}
+
+
+async def model(request, model_id: str):
+    """GET /v1/models/<id>: the model object, or a JSON 404 error object for an unknown id."""
+    try:
+        if request.method not in {"GET", "HEAD"}:
+            raise ApiError(405, "Use GET for /v1/models/<id>.")
+        await api_user(request, LIST_MODELS)
+        if model_id not in await sync_to_async(model_names)():
+            raise ApiError(404, f"The model {model_id!r} does not exist.", param="model", code="model_not_found")
+    except ApiError as error:
+        return error.response()
+    return JsonResponse(model_object(model_id))
 
 
 async def models(request):
@@ -302,5 +275,5 @@ async def models(request):
     except ApiError as error:
         return error.response()
     names = await sync_to_async(model_names)()
-    data = [{"id": name, "object": "model", "created": 0, "owned_by": "toolhub"} for name in names]
+    data = [model_object(name) for name in names]
     return JsonResponse({"object": "list", "data": data})

@@ -127,9 +127,14 @@ def event_item(event: dict, *, approval_status: str | None = None) -> dict | Non
             f"{payload.get('denied', 0)} denied · {payload.get('loaded_schema_tokens', 0)} of "
             f"{payload.get('catalog_schema_tokens', 0)} schema tokens"
         )
-        item["tools"] = payload.get("loaded", [])
+        if payload.get("client_tools"):
+            item["text"] += (f" · {len(payload['client_tools'])} client tools ({payload.get('client_schema_tokens', 0)}"
+                             " schema tokens), run by the API client")  # fmt: skip
+        item["tools"] = payload.get("loaded", []) + payload.get("client_tools", [])
     elif kind == EventType.TOOL_CALL:
         item["text"] = f"→ {payload.get('tool_name', '?')}({arguments_text(payload.get('arguments', {}))})"
+        if payload.get("client"):
+            item["text"] += " · client tool: handed to the API client, not run by toolhub"
     elif kind == EventType.TOOL_RESULT:
         item["text"] = f"← {payload.get('tool_name', '?')}"
         item["result"] = payload.get("content", "")[:600]

@@ -23,6 +23,16 @@ MESSAGE_TYPE = "turn.event"  # consumers handle it with a turn_event method
 TOOL_EXECUTION_PHASE = "tool_execution"
 
 
+class FailureReason:
+    """Why a turn failed: the `reason` of its error event (agents.api_errors gives each its own HTTP error)."""
+
+    MODEL_UNAVAILABLE = "model_unavailable"  # the model server could not be reached or failed
+    MODEL_TIMEOUT = "model_timeout"  # the model server did not answer within TOOLHUB_MODEL_TIMEOUT
+    CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the newest turn outgrew the model's budget mid-turn
+    TURN_TIMEOUT = "turn_timeout"  # the turn did not finish within TOOLHUB_TURN_TIME_LIMIT
+    INTERNAL = "internal"
+
+
 def turn_group(turn_id: int) -> str:
     return f"turn.{turn_id}"
 

@@ -146,6 +146,10 @@ class Turn(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     model = models.CharField(max_length=200, blank=True)
     two_stage = models.BooleanField(default=True, help_text="Consult the steward before the model.")
+    # An API client's own tools (agents.client_tools): offered to the model, never run by toolhub.
+    client_tools = models.JSONField(default=list, blank=True, help_text="OpenAI function definitions.")
+    tool_choice = models.JSONField(null=True, blank=True, help_text='"none", "auto", "required" or a named function.')
+    parallel_tool_calls = models.BooleanField(null=True, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

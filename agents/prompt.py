@@ -9,6 +9,7 @@ from catalog.bundle import CapabilityBundle
 from catalog.knowledge import knowledge_section
 from catalog.tokens import count_json_tokens
 
+from .memory import budget as memory_budget
 from .memory import message_tokens
 
 BASE_SYSTEM_PROMPT = (
@@ -37,7 +38,16 @@ def enrich(user_text: str, *, recommended: tuple[str, ...], context: str) -> str
 
 
 def tool_definitions(bundle: CapabilityBundle) -> list[dict]:
-    return [tool.definition for tool in bundle.loaded]
+    """What the model is offered: toolhub's loaded tools, then the client's own (counted in the budget alike)."""
+    return [tool.definition for tool in bundle.loaded] + [tool.definition for tool in bundle.client]
+
+
+def request_budget(profile, *, instructions: str, tools: list[dict]) -> int:
+    """Tokens left for the conversation before anything runs: the base prompt with the client's
+    instructions and the client's tools; the turn's bundle and knowledge only take more."""
+    system = "\n\n".join(part for part in (BASE_SYSTEM_PROMPT, instructions) if part)
+    system_tokens, tool_tokens = prompt_tokens(system, tools)
+    return memory_budget(profile, system_tokens=system_tokens, tool_tokens=tool_tokens)
 
 
 def prompt_tokens(system: str, tools: list[dict]) -> tuple[int, int]:

@@ -3,6 +3,11 @@
 Each step is a call into its own module; data flows forward only. Every step
 emits an event through events.emit. A finished turn is never run again; a
 turn found running (a worker died mid-turn) restarts cleanly.
+
+An API client's own tools (agents.client_tools) join the bundle; toolhub's tools
+the model calls run here as always, and a step that calls a client tool ends the
+turn: its done event carries finish_reason "tool_calls" and the client's calls.
+A failed turn's error event carries a FailureReason.
 """
 
 import dataclasses
@@ -13,16 +18,17 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from catalog.bundle import build_bundle
+from catalog.bundle import build_bundle, with_client_tools
 from catalog.decision import RoutingDecision
 from catalog.knowledge import select_snippets
 from catalog.mcp_content import non_text
 
 from . import approvals, flows, learning, memory, prompt
 from .budget import token_budget
-from .events import TOOL_EXECUTION_PHASE, emit
+from .client_tools import ClientTools
+from .events import TOOL_EXECUTION_PHASE, FailureReason, emit
 from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
-from .providers import ToolCall, TurnHints, get_provider
+from .providers import ModelTimeout, ModelUnavailable, ToolCall, TurnHints, get_provider
 from .router import ConversationState, Intent, StewardContext, StewardResult, analyze, current_time_context
 from .routing_log import record_analysis, record_outcome
 from .tool_calls import CallOutcome, execute
@@ -39,6 +45,11 @@ def status_text(phase: str) -> str:
 def model_profile(conversation) -> ModelProfile:
     if conversation.model_profile_id:
         return conversation.model_profile
+    return default_profile()
+
+
+def default_profile() -> ModelProfile:
+    """The budget of the `toolhub` model: TOOLHUB_MODEL_PROFILE, or an unsaved 8K profile when that is absent."""
     profile = ModelProfile.objects.filter(name=settings.TOOLHUB_MODEL_PROFILE).first()
     return profile or ModelProfile(
         name="default", context_window=8192, max_output_tokens=1024, reserved_result_tokens=1024
@@ -93,9 +104,28 @@ def run_turn(turn_id: int) -> None:
         TurnRun(turn).run(resuming=resuming)
     except Exception as exc:  # the turn fails visibly, never silently
         log.exception("turn %s failed", turn_id)
-        emit(turn.id, EventType.ERROR, phase="error", message=f"The turn failed: {exc}")
+        emit(turn.id, EventType.ERROR, phase="error", message=f"The turn failed: {exc}", reason=failure_reason(exc),
+             detail=str(exc))  # fmt: skip
         Turn.objects.filter(pk=turn.id).update(status=Turn.Status.FAILED, error=str(exc), finished_at=timezone.now())
         emit(turn.id, EventType.DONE, phase="done", status=Turn.Status.FAILED)
+
+
+def failure_reason(exc: Exception) -> str:
+    if isinstance(exc, ModelTimeout):
+        return FailureReason.MODEL_TIMEOUT
+    if isinstance(exc, ModelUnavailable):
+        return FailureReason.MODEL_UNAVAILABLE
+    if isinstance(exc, memory.BudgetExceeded):
+        return FailureReason.CONTEXT_LENGTH_EXCEEDED
+    return FailureReason.INTERNAL
+
+
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """How a turn's model loop ended: the answer, or the client tool calls it hands to the API client."""
+
+    content: str
+    client_calls: tuple[dict, ...] = ()  # OpenAI tool_calls, only the client's tools
 
 
 class TurnRun:
@@ -105,6 +135,7 @@ class TurnRun:
         self.turn = turn
         self.conversation = turn.conversation
         self.options = settings.TOOLHUB_STEWARD_OPTIONS
+        self.client = ClientTools.of_turn(turn)
 
     def status(self, phase: str, message: str, **data) -> None:
         if self.options["enable_status_messages"]:
@@ -149,18 +180,22 @@ class TurnRun:
             emit(self.turn.id, EventType.ROUTING, phase="knowledge", snippets=used, stale=stale)
         history[user_index] = {**history[user_index], "content": prompt.enrich(
             user_text, recommended=analysis.recommended_tools, context=analysis.context)}  # fmt: skip
-        hints = TurnHints(user_text, analysis.recommended_tools, tuple(knowledge), analysis.context)
+        hints = TurnHints(user_text, analysis.recommended_tools, tuple(knowledge), analysis.context,
+                          client_tools=self.client.names)  # fmt: skip
         self.profile = profile
         if resuming:
             self.settle_decided_calls(history, bundle)
-        answer = self.model_loop(history, bundle, knowledge, hints)
-        if answer is None:
+        reply = self.model_loop(history, bundle, knowledge, hints, first_step=1 if resuming else 0)
+        if reply is None:
             return  # paused on an approval; a new task resumes the turn
         started = Turn.objects.values_list("started_at", flat=True).get(pk=self.turn.id)
         duration = int((timezone.now() - started).total_seconds() * 1000)
         record_outcome(self.routing, called=self.called, turn_ms=duration)
         Turn.objects.filter(pk=self.turn.id).update(status=Turn.Status.DONE, finished_at=timezone.now())
-        emit(self.turn.id, EventType.DONE, phase="done", status=Turn.Status.DONE, content=answer, turn_ms=duration)
+        ending = {"finish_reason": "tool_calls", "tool_calls": list(reply.client_calls)} if reply.client_calls else {
+            "finish_reason": "stop"}  # fmt: skip
+        emit(self.turn.id, EventType.DONE, phase="done", status=Turn.Status.DONE, content=reply.content,
+             turn_ms=duration, **ending)  # fmt: skip
         learning.learn_from_turn(self.turn.id)  # a good turn teaches its request; never raises
 
     def build(self, recommended):
@@ -172,7 +207,8 @@ class TurnRun:
             decision = dataclasses.replace(decision, phase=phase, side_query=decision.side_query and bool(phase))
             self.analysis = dataclasses.replace(self.analysis, decision=decision)
         choices = self.workflow.state.get("choices", {}) if phase else None
-        return build_bundle(decision, self.entries, recommended=recommended, choices=choices)
+        bundle = build_bundle(decision, self.entries, recommended=recommended, choices=choices)
+        return with_client_tools(bundle, self.client.definitions)
 
     def start_flow_if_asked(self) -> None:
         """A confident create whose recommended tools a staged flow stands in for starts that flow."""
@@ -195,6 +231,8 @@ class TurnRun:
             denied=len(bundle.denied),
             loaded_schema_tokens=bundle.loaded_schema_tokens,
             catalog_schema_tokens=bundle.catalog_schema_tokens,
+            client_tools=list(bundle.client_names),
+            client_schema_tokens=sum(tool.schema_tokens for tool in bundle.client),
         )
 
     def recorded_analysis(self, user_text: str) -> StewardResult:
@@ -261,17 +299,19 @@ class TurnRun:
             self.budget = figures
             emit(self.turn.id, EventType.ROUTING, phase="budget", **figures)
 
-    def model_loop(self, history, bundle, knowledge, hints) -> str | None:
-        """Steps until the model answers (the answer), pauses on an approval (None) or hits the limit."""
+    def model_loop(self, history, bundle, knowledge, hints, *, first_step: int = 0) -> Reply | None:
+        """Steps until the model answers, calls a client tool (the Reply), pauses on an approval (None) or hits
+        the limit. In a step that calls client tools, toolhub's own calls of that step still run first.
+        `first_step` 1 for a resumed turn: its request's first step (where tool_choice applies) is behind it."""
         provider = self.turn_model
         transcript = list(history)
-        for _step in range(settings.TOOLHUB_MAX_STEPS):
+        for step in range(first_step, first_step + settings.TOOLHUB_MAX_STEPS):
             system = prompt.system_prompt(bundle, knowledge, self.instructions)
             tools = prompt.tool_definitions(bundle)
             messages = self.fit(system, tools, transcript, self.profile)
             self.record_budget(system, tools, knowledge, messages)
             content, calls = "", ()
-            for chunk in provider.stream(messages, tools, hints=hints):
+            for chunk in provider.stream(messages, tools, hints=hints, **self.client.step_options(step)):
                 if chunk.content:
                     content += chunk.content
                     emit(self.turn.id, EventType.DELTA, phase="content", content=chunk.content)
@@ -279,21 +319,35 @@ class TurnRun:
                     calls = chunk.tool_calls
             if not calls:
                 self.save_message(Message.Role.ASSISTANT, content)
-                return content
+                return Reply(content)
             tool_calls = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
             ]
             transcript.append({"role": "assistant", "content": content or None, "tool_calls": tool_calls})
             self.save_message(Message.Role.ASSISTANT, content, tool_calls=tool_calls)
+            client_calls = tuple(
+                raw for call, raw in zip(calls, tool_calls, strict=True) if bundle.is_client(call.name)
+            )
             found, waiting = [], False
             for call in calls:
-                if self.needs_approval(call, bundle):
+                if bundle.is_client(call.name):
+                    emit(self.turn.id, EventType.TOOL_CALL, phase="tool", tool_name=call.name,
+                         arguments=_arguments(call), client=True)  # fmt: skip
+                    continue
+                if client_calls and self.requires_approval(call, bundle):
+                    outcome = CallOutcome(content=json.dumps({"error": (
+                        f"{call.name} needs an operator's approval, which cannot wait in a step that hands tools "
+                        "to the client; call it again in a later step.")}), is_error=True, refused=True)  # fmt: skip
+                elif self.needs_approval(call, bundle):
                     waiting = True
                     continue
-                outcome = self.call_tool(call, bundle)
+                else:
+                    outcome = self.call_tool(call, bundle)
                 found += outcome.found
                 transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
                 self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id, result=outcome.result)
+            if client_calls:
+                return Reply(content, client_calls)
             if found or self.workflow_changed:
                 bundle = self.build([*bundle.loaded_names, *found])
                 RoutingLog.objects.filter(pk=self.routing.pk).update(exposed=list(bundle.loaded_names))
@@ -303,13 +357,18 @@ class TurnRun:
         message = f"I stopped after {settings.TOOLHUB_MAX_STEPS} steps without a final answer."
         emit(self.turn.id, EventType.DELTA, phase="content", content=message)
         self.save_message(Message.Role.ASSISTANT, message)
-        return message
+        return Reply(message)
+
+    @staticmethod
+    def requires_approval(call, bundle) -> bool:
+        tool = next((t for t in bundle.loaded if t.name == call.name), None)
+        return tool is not None and tool.requires_confirmation
 
     def needs_approval(self, call, bundle) -> bool:
         """A held tool whose policy requires confirmation: ask, and let the turn wait."""
-        tool = next((t for t in bundle.loaded if t.name == call.name), None)
-        if tool is None or not tool.requires_confirmation:
+        if not self.requires_approval(call, bundle):
             return False
+        tool = next(t for t in bundle.loaded if t.name == call.name)
         arguments = _arguments(call)
         approval = approvals.request_approval(
             turn_id=self.turn.id,

@@ -12,8 +12,11 @@ from .tasks import run_turn
 
 
 @transaction.atomic
-def create_turn(conversation: Conversation, user_text: str, *, two_stage: bool = True) -> Turn:
-    turn = Turn.objects.create(conversation=conversation, two_stage=two_stage)
+def create_turn(conversation: Conversation, user_text: str, *, two_stage: bool = True, client=None) -> Turn:
+    """`client`: the API client's own tools (agents.client_tools.ClientTools), offered to the model this turn."""
+    tools = {"client_tools": list(client.definitions), "tool_choice": client.tool_choice,
+             "parallel_tool_calls": client.parallel_tool_calls} if client else {}  # fmt: skip
+    turn = Turn.objects.create(conversation=conversation, two_stage=two_stage, **tools)
     Message.objects.create(conversation=conversation, turn=turn, role=Message.Role.USER, content=user_text)
     return turn
 

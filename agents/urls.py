@@ -1,6 +1,8 @@
 from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
 
+from catalog import converters  # noqa: F401  (registers <tool:...>)
+
 from . import api, views
 
 urlpatterns = [
@@ -14,7 +16,8 @@ urlpatterns = [
     # The API authenticates with bearer keys, not cookies, so CSRF does not apply.
     path("v1/chat/completions", csrf_exempt(api.chat_completions), name="api-chat-completions"),
     path("v1/models", api.models, name="api-models"),
+    path("v1/models/<str:model_id>", api.model, name="api-model"),
     path("v1/approvals/<int:approval_id>", csrf_exempt(api.approval), name="api-approval"),
     path("approvals/<int:approval_id>/decide", views.decide, name="approval-decide"),
-    path("policies/<str:name>/simulate", views.policy_simulation, name="policy-simulate"),
+    path("policies/<tool:name>/simulate", views.policy_simulation, name="policy-simulate"),
 ]

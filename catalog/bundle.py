@@ -15,6 +15,10 @@ tool_search) or denied (with the reason); nothing else. The rules, in order:
    outside workflows only when the action equals their operation, confidence is
    at least TOOLHUB_MIN_CONFIDENCE and a policy domain is among the decision's.
 
+An API client's own tools join the bundle as client-side tools (`with_client_tools`): their
+schemas are offered and counted, but no rule above applies to them and toolhub never runs them
+(agents.client_tools says who may name them what).
+
 Allowed tools are loaded when not deferred, recommended, or tools of the
 current workflow phase, always_load first,
 within TOOLHUB_MAX_BUNDLE_SCHEMA_TOKENS; the rest are deferred. Inside a
@@ -23,6 +27,7 @@ substrings of tool names. The "all tools" mode exists only for staff in DEBUG,
 is logged to the audit logger, and is never the default.
 """
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +62,15 @@ class DeniedTool:
 
 
 @dataclass(frozen=True)
+class ClientTool:
+    """A tool the API client declared and runs itself: offered to the model, never run by toolhub."""
+
+    name: str
+    definition: dict
+    schema_tokens: int
+
+
+@dataclass(frozen=True)
 class CapabilityBundle:
     decision: RoutingDecision
     loaded: tuple[LoadedTool, ...]
@@ -68,6 +82,7 @@ class CapabilityBundle:
     catalog_schema_tokens: int
     all_tools: bool = False
     notes: tuple[str, ...] = field(default=())
+    client: tuple[ClientTool, ...] = field(default=())
 
     @property
     def loaded_names(self) -> tuple[str, ...]:
@@ -82,7 +97,23 @@ class CapabilityBundle:
         return frozenset(self.loaded_names) | frozenset(self.deferred_names)
 
     def holds(self, name: str) -> bool:
+        """Whether toolhub runs this tool in this bundle (client tools are never held)."""
         return name in self.loaded_names
+
+    @property
+    def client_names(self) -> tuple[str, ...]:
+        return tuple(tool.name for tool in self.client)
+
+    def is_client(self, name: str) -> bool:
+        return name in self.client_names
+
+
+def with_client_tools(bundle: CapabilityBundle, definitions: Iterable[dict]) -> CapabilityBundle:
+    """The bundle plus the client's own tools (OpenAI function definitions), after every toolhub tool."""
+    client = tuple(
+        ClientTool(d["function"]["name"], d, count_json_tokens(d)) for d in definitions
+    )  # fmt: skip
+    return dataclasses.replace(bundle, client=client) if client else bundle
 
 
 def denial_reason(entry: CatalogEntry, decision: RoutingDecision, *, min_confidence: float) -> str | None:

@@ -1,16 +1,16 @@
 from django.urls import path
 
-from . import mcp_views, views
+from . import converters, mcp_views, views  # noqa: F401  (converters registers <tool:...>)
 
 urlpatterns = [
     path("catalog/", views.catalog_list, name="catalog"),
-    path("catalog/<str:name>/", views.tool_detail, name="tool-detail"),
-    path("catalog/<str:name>/examples/", views.tool_example_add, name="tool-example-add"),
-    path("catalog/<str:name>/examples/<int:pk>/", views.tool_example_edit, name="tool-example-edit"),
-    path("catalog/<str:name>/examples/<int:pk>/delete/", views.tool_example_delete, name="tool-example-delete"),
+    path("catalog/<tool:name>/", views.tool_detail, name="tool-detail"),
+    path("catalog/<tool:name>/examples/", views.tool_example_add, name="tool-example-add"),
+    path("catalog/<tool:name>/examples/<int:pk>/", views.tool_example_edit, name="tool-example-edit"),
+    path("catalog/<tool:name>/examples/<int:pk>/delete/", views.tool_example_delete, name="tool-example-delete"),
     path("policies/", views.policy_list, name="policies"),
-    path("policies/<str:name>/", views.policy_detail, name="policy-detail"),
-    path("policies/<str:name>/rollback/<int:number>/", views.policy_rollback, name="policy-rollback"),
+    path("policies/<tool:name>/", views.policy_detail, name="policy-detail"),
+    path("policies/<tool:name>/rollback/<int:number>/", views.policy_rollback, name="policy-rollback"),
     path("knowledge/", views.knowledge_list, name="knowledge"),
     path("knowledge/export.csv", views.knowledge_export, name="knowledge-export"),
     path("knowledge/<slug:key>/", views.knowledge_detail, name="knowledge-detail"),

@@ -12,7 +12,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-EMBEDDED_UNSET = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TOOLHUB_MODEL_BASE_URL", "SECRET_KEY", "DEBUG")
+EMBEDDED_UNSET = (
+    "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TOOLHUB_MODEL_BASE_URL", "SECRET_KEY", "DEBUG", "TOOLHUB_DEBUG",
+)  # fmt: skip
 
 
 def free_port() -> int:
@@ -22,8 +24,9 @@ def free_port() -> int:
 
 
 def embedded_env(data_dir) -> dict:
-    """The environment of `make run`: nothing configured but a data dir."""
+    """The environment of `make run`: nothing configured but a data dir, and DEBUG=1 as make run sets it."""
     env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_UNSET} | {"TOOLHUB_DATA_DIR": str(data_dir)}
+    env["DEBUG"] = "1"
     env.pop("DJANGO_SETTINGS_MODULE", None)
     return env
 

@@ -89,3 +89,15 @@ def test_setup_demo_creates_profiles_and_an_operator_once(db, tmp_path, settings
     second = capsys.readouterr().out
     assert first.split("password: ")[1].split()[0] == second.split("password: ")[1].split()[0]
     assert set(ModelProfile.objects.values_list("name", "context_window")) == {("chat-8k", 8192), ("chat-32k", 32768)}
+
+
+def test_every_demo_tool_passes_the_schema_token_gate(demo_catalog, settings):
+    """The demo passes its own gate (catalog.W001): no tool's definition is over TOOLHUB_MAX_TOOL_SCHEMA_TOKENS."""
+    from catalog.checks import tool_schemas_fit_the_token_gate
+
+    cap = settings.TOOLHUB_MAX_TOOL_SCHEMA_TOKENS
+    oversized = {t.name: t.schema_tokens for t in Tool.objects.filter(enabled=True) if t.schema_tokens > cap}
+    assert oversized == {}
+    assert tool_schemas_fit_the_token_gate(databases=["default"]) == []
+    unsaved_rule = Tool.objects.get(name="simulate_rule").input_schema["properties"]["rule"]
+    assert unsaved_rule["required"] == ["criteria", "formula"]

@@ -148,6 +148,10 @@ RULES = {
         {"GET": everyone(405), "POST": needs("operator", 404, anonymous=401)},
     ),
     "v1/models": ("/v1/models", {"GET": needs("viewer", 200, anonymous=401), "POST": everyone(405)}),
+    "v1/models/<str:model_id>": (
+        "/v1/models/toolhub",
+        {"GET": needs("viewer", 200, anonymous=401), "POST": everyone(405)},
+    ),
     "v1/approvals/<int:approval_id>": (
         "/v1/approvals/{approval}",
         {"GET": everyone(405), "POST": needs("operator", 409, anonymous=401)},

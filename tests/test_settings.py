@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCALED_ENV_VARS = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TOOLHUB_MODEL_BASE_URL", "SECRET_KEY", "DEBUG")
+SCALED_ENV_VARS = (
+    "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "TOOLHUB_MODEL_BASE_URL", "SECRET_KEY", "DEBUG", "TOOLHUB_DEBUG",
+)  # fmt: skip
 PROBE = """
 import json, django
 from django.conf import settings
@@ -24,6 +26,9 @@ print(json.dumps({
     "model": settings.TOOLHUB_MODEL,
     "secret_key": settings.SECRET_KEY,
     "beat": sorted(settings.CELERY_BEAT_SCHEDULE),
+    "debug": settings.DEBUG,
+    "ssl_redirect": settings.SECURE_SSL_REDIRECT,
+    "allowed_hosts": settings.ALLOWED_HOSTS,
 }))
 """
 
@@ -81,6 +86,25 @@ def test_environment_selects_the_scaled_path(tmp_path):
     assert config["eager"] is False
     assert config["broker"] == "redis://127.0.0.1:6379/3"
     assert (config["provider"], config["model"]) == ("openai", "qwen2.5-7b-instruct")
+
+
+def test_debug_is_off_unless_explicitly_set(tmp_path):
+    unset = probe(tmp_path)
+    assert unset["debug"] is False
+    # Unset is not a deployment: loopback hosts, plain HTTP, a generated key (the embedded default, the tests).
+    assert unset["ssl_redirect"] is False and "127.0.0.1" in unset["allowed_hosts"]
+    assert probe(tmp_path, DEBUG="1")["debug"] is True
+    assert probe(tmp_path, TOOLHUB_DEBUG="1")["debug"] is True
+    assert probe(tmp_path, TOOLHUB_DEBUG="0", DEBUG="1", SECRET_KEY="k" * 50)["debug"] is False
+
+
+def test_make_run_sets_debug_for_the_embedded_default_and_says_so():
+    env = {k: v for k, v in os.environ.items() if k not in SCALED_ENV_VARS}
+    result = subprocess.run(["make", "-n", "run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "make run: DEBUG=1 for the embedded default" in result.stdout
+    assert "DEBUG=1 .venv/bin/daphne" in result.stdout
+    assert "DEBUG=1 .venv/bin/python manage.py setup_demo" in result.stdout
 
 
 def test_secret_key_is_required_when_debug_is_off(tmp_path):

@@ -58,14 +58,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
 # Local state of the embedded default (SQLite file, generated secret key).
 DATA_DIR = Path(os.environ.get("TOOLHUB_DATA_DIR") or BASE_DIR / "var")
 
-DEBUG = env_bool("DEBUG", True)
+# Debug pages only when asked for: TOOLHUB_DEBUG (or Django's DEBUG) set to 1; `make run` sets it and says so.
+_DEBUG_VARIABLE = "TOOLHUB_DEBUG" if os.environ.get("TOOLHUB_DEBUG") else "DEBUG"
+DEBUG = env_bool(_DEBUG_VARIABLE, False)
+# Set to 0 out loud, debug means a production deployment: a real SECRET_KEY, named hosts, HTTPS-only cookies,
+# HSTS, collected static files. Unset keeps the local defaults (generated key, loopback hosts, plain HTTP on
+# 127.0.0.1) without debug pages: the embedded default and the test suite run so.
+PRODUCTION = not DEBUG and bool(os.environ.get(_DEBUG_VARIABLE))
 
 
 def _secret_key() -> str:
     key = os.environ.get("SECRET_KEY", "")
     if key:
         return key
-    if not DEBUG:
+    if PRODUCTION:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
     # Embedded default: generate once, keep it so sessions survive restarts.
     path = DATA_DIR / "secret_key"
@@ -80,7 +86,7 @@ SECRET_KEY = _secret_key()
 # Earlier keys, still accepted (sessions, and MCP server secrets encrypted at rest with them: catalog.secrets).
 SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -100,6 +106,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outermost of the app's own: whatever goes wrong below, /v1 answers OpenAI-style JSON.
+    "agents.api_middleware.ApiErrorMiddleware",
+    "toolhub.db_pool.PoolExhaustedMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -134,8 +143,20 @@ ASGI_APPLICATION = "toolhub.asgi.application"
 
 # --- database -------------------------------------------------------------
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
+# Connections per process are bounded on PostgreSQL: Django's psycopg pool (CONN_MAX_AGE must then be 0; a
+# connection returns to the pool when a request, task or database_sync_to_async call ends). Work that gets
+# none within TOOLHUB_DB_POOL_TIMEOUT seconds is answered 503 with Retry-After (toolhub/db_pool.py).
+TOOLHUB_DB_POOL_MIN = env_int("TOOLHUB_DB_POOL_MIN", 1)
+TOOLHUB_DB_POOL_MAX = env_int("TOOLHUB_DB_POOL_MAX", 10)
+TOOLHUB_DB_POOL_TIMEOUT = env_float("TOOLHUB_DB_POOL_TIMEOUT", 10.0)
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": TOOLHUB_DB_POOL_MIN,
+            "max_size": TOOLHUB_DB_POOL_MAX,
+            "timeout": TOOLHUB_DB_POOL_TIMEOUT,
+        }
 else:
     DATABASES = {
         "default": {
@@ -284,7 +305,13 @@ TOOLHUB_LEARN_AUTO_APPROVE = env_bool("TOOLHUB_LEARN_AUTO_APPROVE", False)
 TOOLHUB_LEARN_PER_OWNER = env_bool("TOOLHUB_LEARN_PER_OWNER", False)
 TOOLHUB_LEARN_MAX_PER_CONVERSATION = env_int("TOOLHUB_LEARN_MAX_PER_CONVERSATION", 20)
 TOOLHUB_MAX_EXAMPLES_PER_TOOL = env_int("TOOLHUB_MAX_EXAMPLES_PER_TOOL", 50)
+# Bounds of a /v1 request (agents/api_input.py): body bytes (413 over), JSON nesting, messages per request.
+TOOLHUB_API_MAX_BODY_BYTES = env_int("TOOLHUB_API_MAX_BODY_BYTES", 1024 * 1024)
+TOOLHUB_API_MAX_JSON_DEPTH = env_int("TOOLHUB_API_MAX_JSON_DEPTH", 64)
+TOOLHUB_API_MAX_MESSAGES = env_int("TOOLHUB_API_MAX_MESSAGES", 1000)
 TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
+# An API request may declare at most this many client tools (OpenAI's own cap is 128).
+TOOLHUB_MAX_CLIENT_TOOLS = env_int("TOOLHUB_MAX_CLIENT_TOOLS", 128)
 TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 TOOLHUB_APPROVAL_TIMEOUT = env_int("TOOLHUB_APPROVAL_TIMEOUT", 300)
 TOOLHUB_WORKFLOW_TTL_SECONDS = env_int("TOOLHUB_WORKFLOW_TTL", 3600)
@@ -315,26 +342,26 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# collectstatic's target; in DEBUG files are served from the finders instead.
-STATIC_ROOT = os.environ.get("STATIC_ROOT") or (None if DEBUG else DATA_DIR / "staticfiles")
+# collectstatic's target; outside production files are served from the finders instead.
+STATIC_ROOT = os.environ.get("STATIC_ROOT") or (DATA_DIR / "staticfiles" if PRODUCTION else None)
 # Serve straight from the finders while developing; hashed files in production.
-WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_USE_FINDERS = not PRODUCTION
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
-        if DEBUG
-        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if PRODUCTION
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
 
-# --- security (production when DEBUG is off) -------------------------------
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
-CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
-SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
-SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+# --- security (production when DEBUG=0 is set) -------------------------------
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", PRODUCTION)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", PRODUCTION)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", PRODUCTION)
 if env_bool("TOOLHUB_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"

@@ -37,13 +37,26 @@ class TurnHints:
     knowledge: tuple[dict, ...] = ()  # {"title", "text", "source"}
     context: str = ""  # silent enrichment (current time)
     extra: dict = field(default_factory=dict)
+    client_tools: tuple[str, ...] = ()  # names of the API client's own tools among `tools`
+
+
+class ModelUnavailable(Exception):
+    """The model server could not be reached or failed; the message is safe to show to operators."""
+
+
+class ModelTimeout(ModelUnavailable):
+    """The model server did not answer within TOOLHUB_MODEL_TIMEOUT."""
 
 
 class Provider(Protocol):
+    """`tool_choice` and `parallel_tool_calls` are the API client's (OpenAI semantics), None when unsaid."""
+
     name: str
     label: str
 
-    def stream(self, messages: list[dict], tools: list[dict], *, hints: TurnHints) -> Iterator[ModelChunk]: ...
+    def stream(
+        self, messages: list[dict], tools: list[dict], *, hints: TurnHints, tool_choice=None, parallel_tool_calls=None
+    ) -> Iterator[ModelChunk]: ...
 
 
 def get_provider() -> Provider:

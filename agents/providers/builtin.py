@@ -4,10 +4,15 @@ Step one calls the steward's recommended tools whose arguments it can read
 from the request (an arithmetic expression, a city or IANA zone, a search
 query). Step two composes the answer from the tool results, or, when no tool
 ran, from the knowledge snippets. It says plainly what it cannot do; it never pretends to know.
+
+An API client's own tools are called only when the client forces it (tool_choice "required" or a named
+function), with the required arguments it can read from the request by their schema; when one is missing it
+asks for it by name instead. tool_choice "none" calls nothing; parallel_tool_calls false calls one tool a step.
 """
 
 import json
 import re
+import uuid
 from collections.abc import Iterator
 
 from django.conf import settings
@@ -51,6 +56,47 @@ def arguments_for(tool: str, text: str) -> dict | None:
     return None
 
 
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
+ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+PLACE_FIELDS = frozenset({"location", "city", "place", "where", "timezone", "zone"})
+TEXT_FIELDS = frozenset({"query", "q", "text", "question", "prompt", "input", "message", "search", "topic"})
+
+
+def _read_value(name: str, schema: dict, text: str):
+    """One parameter's value as the request states it, or None: never a guess."""
+    if isinstance(schema.get("enum"), list):
+        named = [o for o in schema["enum"] if isinstance(o, str) and re.search(rf"\b{re.escape(o)}\b", text, re.I)]
+        return named[0] if len(named) == 1 else None
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        found = NUMBER.search(text)
+        if found is None or (kind == "integer" and "." in found.group(0)):
+            return None
+        return int(found.group(0)) if kind == "integer" else float(found.group(0))
+    if kind == "string":
+        if schema.get("format") == "date":
+            found = ISO_DATE.search(text)
+            return found.group(0) if found else None
+        if name.lower() in PLACE_FIELDS:
+            return place(text)
+        if name.lower() in TEXT_FIELDS:
+            return text.strip()[:300]
+    return None
+
+
+def client_arguments(parameters: dict, text: str) -> tuple[dict, list[str]]:
+    """(arguments for the required parameters read from `text`, names of those it could not read)."""
+    properties = parameters.get("properties") or {}
+    arguments, missing = {}, []
+    for name in parameters.get("required") or []:
+        value = _read_value(name, properties.get(name) or {}, text)
+        if value is None:
+            missing.append(name)
+        else:
+            arguments[name] = value
+    return arguments, missing
+
+
 def _results_of_this_turn(messages: list[dict]) -> list[tuple[str, object]]:
     """(tool name, parsed result) for the tool results after the last user message."""
     last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
@@ -92,19 +138,49 @@ class BuiltinProvider:
     name = "builtin"
     label = LABEL
 
-    def stream(self, messages: list[dict], tools: list[dict], *, hints: TurnHints) -> Iterator[ModelChunk]:
+    def stream(
+        self, messages: list[dict], tools: list[dict], *, hints: TurnHints, tool_choice=None, parallel_tool_calls=None
+    ) -> Iterator[ModelChunk]:
         loaded = {tool["function"]["name"] for tool in tools}
         results = _results_of_this_turn(messages)
-        if not results:
+        if not results and tool_choice != "none":
+            forced = self._forced_client_call(tools, hints, tool_choice)
+            if forced is not None:
+                yield from forced
+                return
             calls = []
             for index, tool in enumerate(hints.recommended_tools):
                 arguments = arguments_for(tool, hints.user_text) if tool in loaded else None
                 if arguments is not None:
                     calls.append(ToolCall(id=f"builtin_{index}", name=tool, arguments=json.dumps(arguments)))
             if calls:
-                yield ModelChunk(tool_calls=tuple(calls), finish_reason="tool_calls")
+                yield ModelChunk(tool_calls=tuple(calls[:1] if parallel_tool_calls is False else calls),
+                                 finish_reason="tool_calls")  # fmt: skip
                 return
         yield from self._answer(results, hints)
+
+    def _forced_client_call(self, tools: list[dict], hints: TurnHints, tool_choice) -> list[ModelChunk] | None:
+        """A call of the client tool that tool_choice forces (named, or the first fillable one for "required"),
+        or the question for its missing value; None when tool_choice forces nothing."""
+        if isinstance(tool_choice, dict):
+            targets = [tool_choice["function"]["name"]]
+        elif tool_choice == "required":
+            targets = list(hints.client_tools)
+        else:
+            return None
+        parameters = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools}
+        asked = None
+        for name in targets:
+            arguments, missing = client_arguments(parameters.get(name, {}), hints.user_text)
+            if not missing:
+                call = ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments=json.dumps(arguments))
+                return [ModelChunk(tool_calls=(call,), finish_reason="tool_calls")]
+            asked = asked or (name, missing)
+        if asked is None:
+            return None
+        name, missing = asked
+        question = f"To call {name} I need {', '.join(missing)}: please tell me the {missing[0]}."
+        return [ModelChunk(content=question), ModelChunk(finish_reason="stop")]
 
     def _answer(self, results, hints: TurnHints) -> Iterator[ModelChunk]:
         parts = [describe(tool, result) for tool, result in results]

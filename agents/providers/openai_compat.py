@@ -9,11 +9,9 @@ from collections.abc import Iterator
 import openai
 from django.conf import settings
 
-from . import ModelChunk, ToolCall, TurnHints
+from . import ModelChunk, ModelTimeout, ModelUnavailable, ToolCall, TurnHints
 
-
-class ModelUnavailable(Exception):
-    """The model server failed; the message is safe to show."""
+__all__ = ["ModelUnavailable", "OpenAICompatProvider"]
 
 
 class OpenAICompatProvider:
@@ -30,10 +28,16 @@ class OpenAICompatProvider:
         )
         self.label = f"{self.model} at {self.base_url}"
 
-    def stream(self, messages: list[dict], tools: list[dict], *, hints: TurnHints) -> Iterator[ModelChunk]:
+    def stream(
+        self, messages: list[dict], tools: list[dict], *, hints: TurnHints, tool_choice=None, parallel_tool_calls=None
+    ) -> Iterator[ModelChunk]:
         request = {"model": self.model, "messages": messages, "stream": True}
-        if tools:
+        if tools:  # toolhub's and the client's alike; the client's choices pass through as it sent them
             request["tools"] = tools
+            if tool_choice is not None:
+                request["tool_choice"] = tool_choice
+            if parallel_tool_calls is not None:
+                request["parallel_tool_calls"] = parallel_tool_calls
         try:
             response = self.client.chat.completions.create(**request)
             calls: dict[int, dict] = {}
@@ -53,7 +57,7 @@ class OpenAICompatProvider:
                         call["arguments"] += fragment.function.arguments or ""
                 finish = choice.finish_reason or finish
         except openai.APITimeoutError:
-            raise ModelUnavailable(f"the model at {self.base_url} did not answer in time") from None
+            raise ModelTimeout(f"the model at {self.base_url} did not answer in time") from None
         except openai.OpenAIError as exc:
             raise ModelUnavailable(f"the model at {self.base_url} failed: {exc.__class__.__name__}") from None
         tool_calls = tuple(

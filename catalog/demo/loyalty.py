@@ -112,12 +112,12 @@ _rule_extra = [
     ),
     mcp_tool(
         "simulate_rule",
-        "Compute the points a saved rule (rule_id) or an unsaved CampaignRule (rule) would award "
-        "for sample transactions. Send exactly one of rule_id or rule; nothing is stored.",
+        "Points a saved rule (rule_id) or an unsaved one (rule) would award for sample purchases. "
+        "Send one of them; nothing is stored.",
         s.obj(
             {
                 "rule_id": _RUL,
-                "rule": s.nested(s.rule_properties(), ["name", "criteria", "formula"], "Unsaved rule to try."),
+                "rule": s.nested(s.simulated_rule_properties(), ["criteria", "formula"], "Unsaved rule."),
                 "member_id": s.entity_id("member", "Evaluate as this member (tier, attributes)."),
                 "transactions": s.array(s.sample_transaction(), "Sample purchases.", minItems=1, maxItems=20),
             },

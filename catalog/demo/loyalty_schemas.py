@@ -48,6 +48,11 @@ def array(items: Schema, description: str, **kw: Any) -> Schema:
     return {"type": "array", "description": description, "items": items, **kw}
 
 
+def plain(type_: str, **kw: Any) -> Schema:
+    """A field whose name says all a description would (points, factor, skus): no description tokens."""
+    return {"type": type_, **kw}
+
+
 def obj(
     properties: dict[str, Schema], required: tuple[str, ...] | list[str] = (), description: str | None = None
 ) -> Schema:
@@ -204,12 +209,12 @@ def _variant(kind: str, description: str, properties: dict[str, Schema], require
 
 def formula(description: str | None = None) -> Schema:
     """How many points a matching transaction earns: one of 8 types chosen by `type`."""
-    pts = integer("Points awarded.", minimum=1, maximum=100000)
+    pts = plain("integer", minimum=1, maximum=100000)
     variants = [
         _variant(
             "fixed_points",
             "Flat points per transaction or qualifying item.",
-            {"points": pts, "per": enum("Unit.", ["transaction", "item"], default="transaction")},
+            {"points": pts, "per": plain("string", enum=["transaction", "item"], default="transaction")},
             ["points"],
         ),
         _variant(
@@ -221,7 +226,7 @@ def formula(description: str | None = None) -> Schema:
         _variant(
             "multiplier",
             "Multiplies the base earn, e.g. 2 for double points.",
-            {"factor": number("Multiplier.", exclusiveMinimum=1, maximum=10)},
+            {"factor": plain("number", exclusiveMinimum=1, maximum=10)},
             ["factor"],
         ),
         _variant(
@@ -242,7 +247,7 @@ def formula(description: str | None = None) -> Schema:
             "percentage_cashback",
             "Share of net spend returned as points.",
             {
-                "percent": number("Percent.", exclusiveMinimum=0, maximum=100),
+                "percent": plain("number", exclusiveMinimum=0, maximum=100),
                 "max_cashback": number("Cap per transaction.", minimum=0),
             },
             ["percent"],
@@ -261,8 +266,8 @@ def formula(description: str | None = None) -> Schema:
             "product_bonus",
             "Extra points per unit of listed SKUs or categories.",
             {
-                "skus": array({"type": "string"}, "SKUs.", maxItems=200),
-                "categories": array({"type": "string"}, "Category codes.", maxItems=50),
+                "skus": plain("array", items={"type": "string"}, maxItems=200),
+                "categories": plain("array", items={"type": "string"}, maxItems=50),
                 "points_per_unit": pts,
             },
             ["points_per_unit"],
@@ -271,7 +276,7 @@ def formula(description: str | None = None) -> Schema:
             "streak_bonus",
             "Bonus after N consecutive periods with a purchase.",
             {
-                "period": enum("Step.", ["day", "week", "month"]),
+                "period": plain("string", enum=["day", "week", "month"]),
                 "streak_length": integer("Periods needed.", minimum=2, maximum=52),
                 "bonus_points": pts,
             },
@@ -285,7 +290,7 @@ def formula(description: str | None = None) -> Schema:
 
 
 def rule_properties() -> dict[str, Schema]:
-    """The CampaignRule fields (without campaign_id) shared by create/update/simulate."""
+    """The CampaignRule fields (without campaign_id) shared by create and update (simulate takes fewer)."""
     return {
         "name": string("Rule name.", minLength=3, maxLength=120),
         "description": string("What it rewards.", maxLength=1000),
@@ -306,6 +311,19 @@ def rule_properties() -> dict[str, Schema]:
     }
 
 
+def simulated_rule_properties() -> dict[str, Schema]:
+    """What simulate_rule takes of an unsaved rule: its criteria and formula.
+
+    Name, priority and status change no points; caps are left out too (a saved rule_id simulates with
+    its caps). Leaving them and create_rule's examples out keeps simulate_rule under the schema-token gate.
+    """
+    return {
+        "criteria": criteria("When it fires."),
+        # Amounts are in the samples' currency: an unsaved rule carries none of its own.
+        "formula": formula("Points: set type first, then its fields."),
+    }
+
+
 def sample_transaction() -> Schema:
     return nested(
         {
@@ -316,9 +334,9 @@ def sample_transaction() -> Schema:
             "items": array(
                 nested(
                     {
-                        "sku": string("SKU."),
-                        "category": string("Category code."),
-                        "quantity": integer("Units.", minimum=1),
+                        "sku": plain("string"),
+                        "category": plain("string"),
+                        "quantity": plain("integer", minimum=1),
                     },
                     ["sku", "quantity"],
                 ),

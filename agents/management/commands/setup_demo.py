@@ -22,7 +22,7 @@ DEMO_MCP_SERVER = "loyalty"
 
 
 class Command(BaseCommand):
-    # The demo leaves tools unpolicied on purpose, which `check` reports (catalog.E001).
+    # The demo leaves tools unpolicied on purpose (catalog.W002; `check --deploy` errors with catalog.E001).
     requires_system_checks = []
     help = "Prepare the embedded default: migrate, load the demo catalog, create and print an operator login."
 

@@ -1,0 +1,287 @@
+"""The official openai SDK against a live Daphne: client tools (plain, streaming, parallel, tool_choice) and errors.
+
+Two servers on one embedded data dir: one with the builtin offline model, one whose model is a scripted
+OpenAI-compatible server in this process (tests/scripted_openai.py), so each test says what the model does.
+"""
+
+import json
+import urllib.error
+import urllib.request
+
+import openai
+import pytest
+
+from tests.scripted_openai import ScriptedOpenAI
+from tests.servers import daphne, embedded_env, free_port, manage
+
+pytestmark = pytest.mark.integration
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city",
+        "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
+    },
+}
+CLOCK = {
+    "type": "function",
+    "function": {
+        "name": "get_local_time",
+        "description": "Local time of a time zone",
+        "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]},
+    },
+}
+PARIS = [{"role": "user", "content": "What's the weather in Paris?"}]
+MODEL_ENV = {"TOOLHUB_MODEL": "scripted-model", "TOOLHUB_MODEL_RETRIES": "0", "TOOLHUB_MODEL_TIMEOUT": "4"}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    env = embedded_env(tmp_path_factory.mktemp("sdk"))
+    manage(env, "setup_demo")
+    return env, manage(env, "create_api_key", "sdk").strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def builtin(setup):
+    env, key = setup
+    with daphne(env) as base:
+        yield openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def scripted_server(setup):
+    env, key = setup
+    with ScriptedOpenAI() as model, daphne(env | MODEL_ENV | {"TOOLHUB_MODEL_BASE_URL": model.base_url}) as base:
+        yield model, openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=120), base, key
+
+
+@pytest.fixture
+def scripted(scripted_server):
+    """(the scripted model, reset for this test; an SDK client of the server that calls it)."""
+    model, client, _base, _key = scripted_server
+    model.behaviour, model.steps, model.delay = "ok", [], 5.0
+    model.requests.clear()
+    return model, client
+
+
+def weather_call(location: str) -> dict:
+    return {"tool_calls": [{"name": "get_weather", "arguments": {"location": location}}]}
+
+
+def streamed(stream) -> tuple[str, list[dict], str | None]:
+    """(content, tool calls accumulated by index as OpenAI's streaming docs do, the finish reason)."""
+    content, calls, finish = "", {}, None
+    for chunk in stream:
+        if not chunk.choices:
+            continue  # toolhub's status frames
+        choice = chunk.choices[0]
+        content += choice.delta.content or ""
+        for fragment in choice.delta.tool_calls or []:
+            call = calls.setdefault(fragment.index, {"id": "", "name": "", "arguments": ""})
+            call["id"] = fragment.id or call["id"]
+            call["name"] += fragment.function.name or ""
+            call["arguments"] += fragment.function.arguments or ""
+        finish = choice.finish_reason or finish
+    return content, [calls[index] for index in sorted(calls)], finish
+
+
+def tool_messages(request: dict) -> list[dict]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+# --- client tools ----------------------------------------------------------------------------------------
+
+
+def test_a_client_tool_round_trip(scripted):
+    model, client = scripted
+    model.steps = [weather_call("Paris"), {"content": "Paris: 21 °C and sunny."}]
+    first = client.chat.completions.create(model="toolhub", messages=PARIS, tools=[WEATHER])
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    (call,) = choice.message.tool_calls
+    assert (call.type, call.function.name, json.loads(call.function.arguments)) == (
+        "function", "get_weather", {"location": "Paris"})  # fmt: skip
+    assert [t["function"]["name"] for t in model.requests[0]["tools"]][-1] == "get_weather"
+
+    result = '{"temperature_c": 21, "sky": "sunny"}'
+    messages = [*PARIS, choice.message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": result}]  # fmt: skip
+    final = client.chat.completions.create(model="toolhub", messages=messages, tools=[WEATHER])
+    assert final.choices[0].finish_reason == "stop"
+    assert final.choices[0].message.content == "Paris: 21 °C and sunny."
+    assert tool_messages(model.requests[-1]) == [{"role": "tool", "tool_call_id": call.id, "content": result}]
+
+
+def test_a_client_tool_round_trip_streaming(scripted):
+    model, client = scripted
+    model.steps = [weather_call("Paris"), {"content": "Paris: 21 °C and sunny."}]
+    content, calls, finish = streamed(
+        client.chat.completions.create(model="toolhub", messages=PARIS, tools=[WEATHER], stream=True)
+    )
+    assert finish == "tool_calls" and content == ""
+    (call,) = calls
+    assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"location": "Paris"}
+    assistant = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": call["arguments"]}}
+        ],
+    }
+    messages = [*PARIS, assistant, {"role": "tool", "tool_call_id": call["id"], "content": "21 °C, sunny"}]  # fmt: skip
+    content, calls, finish = streamed(
+        client.chat.completions.create(model="toolhub", messages=messages, tools=[WEATHER], stream=True)
+    )
+    assert (content, calls, finish) == ("Paris: 21 °C and sunny.", [], "stop")
+    assert tool_messages(model.requests[-1])[0]["content"] == "21 °C, sunny"
+
+
+def test_a_parallel_tool_call(scripted):
+    model, client = scripted
+    model.steps = [
+        {"tool_calls": [{"name": "get_weather", "arguments": {"location": "Paris"}},
+                        {"name": "get_weather", "arguments": {"location": "Rome"}}]},
+        {"content": "Paris is sunny; Rome is rainy."},
+    ]  # fmt: skip
+    messages = [{"role": "user", "content": "Weather in Paris and in Rome?"}]
+    first = client.chat.completions.create(model="toolhub", messages=messages, tools=[WEATHER],
+                                           parallel_tool_calls=True)  # fmt: skip
+    assert model.requests[0]["parallel_tool_calls"] is True
+    message = first.choices[0].message
+    assert first.choices[0].finish_reason == "tool_calls"
+    assert [json.loads(c.function.arguments)["location"] for c in message.tool_calls] == ["Paris", "Rome"]
+    results = [{"role": "tool", "tool_call_id": c.id, "content": sky}
+               for c, sky in zip(message.tool_calls, ["sunny", "rainy"], strict=True)]  # fmt: skip
+    messages = [*messages, message.model_dump(exclude_none=True), *results]
+    final = client.chat.completions.create(model="toolhub", tools=[WEATHER], messages=messages)
+    assert final.choices[0].message.content == "Paris is sunny; Rome is rainy."
+    assert [m["content"] for m in tool_messages(model.requests[-1])] == ["sunny", "rainy"]
+
+
+def test_tool_choice_passes_through_to_a_real_model(scripted):
+    model, client = scripted
+    model.steps = [{"tool_calls": [{"name": "get_local_time", "arguments": {"timezone": "Asia/Tokyo"}}]}]
+    named = {"type": "function", "function": {"name": "get_local_time"}}
+    reply = client.chat.completions.create(model="toolhub", messages=PARIS, tools=[WEATHER, CLOCK], tool_choice=named)
+    assert model.requests[0]["tool_choice"] == named
+    assert reply.choices[0].message.tool_calls[0].function.name == "get_local_time"
+
+
+def test_tool_choice_required_and_named_with_the_builtin_model(builtin):
+    required = builtin.chat.completions.create(model="toolhub", messages=PARIS, tools=[WEATHER],
+                                               tool_choice="required")  # fmt: skip
+    (call,) = required.choices[0].message.tool_calls
+    assert required.choices[0].finish_reason == "tool_calls"
+    assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"location": "Paris"})
+
+    named = {"type": "function", "function": {"name": "get_local_time"}}
+    content, calls, finish = streamed(builtin.chat.completions.create(
+        model="toolhub", stream=True, tools=[WEATHER, CLOCK], tool_choice=named,
+        messages=[{"role": "user", "content": "What time is it in Europe/Paris?"}]))  # fmt: skip
+    assert finish == "tool_calls"
+    assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [
+        ("get_local_time", {"timezone": "Europe/Paris"})
+    ]
+
+    auto = builtin.chat.completions.create(model="toolhub", messages=PARIS, tools=[WEATHER])
+    assert auto.choices[0].finish_reason == "stop" and not auto.choices[0].message.tool_calls
+
+
+# --- errors ---------------------------------------------------------------------------------------------
+
+
+def bad_request(client, **fields) -> openai.BadRequestError:
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.chat.completions.create(model="toolhub", **({"messages": PARIS} | fields))
+    assert raised.value.status_code == 400 and raised.value.type == "invalid_request_error"
+    return raised.value
+
+
+def test_bad_client_tools_and_tool_messages_are_400s(builtin):
+    broken = {**WEATHER, "function": {**WEATHER["function"], "parameters": {"type": "object", "required": "city"}}}
+    assert bad_request(builtin, tools=[broken]).code == "invalid_tool_schema"
+    assert bad_request(builtin, tools=[WEATHER, WEATHER]).code == "duplicate_tool_name"
+    many = [{**WEATHER, "function": {**WEATHER["function"], "name": f"tool_{i}"}} for i in range(1000)]
+    assert bad_request(builtin, tools=many).code == "too_many_tools"
+    absent = {"type": "function", "function": {"name": "get_stock_price"}}
+    assert bad_request(builtin, tools=[WEATHER], tool_choice=absent).code == "tool_not_found"
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    orphan = [*PARIS, {"role": "assistant", "tool_calls": [call]}, {"role": "tool", "tool_call_id": "call_9",
+                                                                     "content": "sunny"}]  # fmt: skip
+    error = bad_request(builtin, tools=[WEATHER], messages=orphan)
+    assert error.code == "invalid_tool_messages" and "'call_9' answers no open tool call" in error.message
+    clash = {**WEATHER, "function": {**WEATHER["function"], "name": "calculate"}}
+    assert bad_request(builtin, tools=[clash]).code == "tool_name_conflict"
+
+
+def test_context_too_long_is_a_400_before_anything_runs_streaming_or_not(builtin):
+    huge = [{"role": "user", "content": "word " * 40_000}]
+    assert bad_request(builtin, messages=huge).code == "context_length_exceeded"
+    assert bad_request(builtin, messages=huge, stream=True).code == "context_length_exceeded"
+
+
+def test_a_failing_model_server_is_a_502(scripted):
+    model, client = scripted
+    model.behaviour = "error"
+    with pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(model="toolhub", messages=PARIS)
+    assert raised.value.status_code == 502 and raised.value.code == "model_unavailable"
+    assert set(raised.value.response.json()) == {"error"}  # an error object, never an answer with the failure
+
+
+def test_a_model_server_past_its_deadline_is_a_504(scripted):
+    model, client = scripted
+    model.behaviour, model.delay = "slow", 8
+    with pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(model="toolhub", messages=PARIS)
+    assert raised.value.status_code == 504 and raised.value.code == "model_timeout"
+
+
+def test_a_stream_that_fails_sends_an_error_frame_then_done(scripted_server, scripted):
+    model, client = scripted
+    model.behaviour = "error"
+    with pytest.raises(openai.APIError) as raised:
+        streamed(client.chat.completions.create(model="toolhub", messages=PARIS, stream=True))
+    assert raised.value.body["code"] == "model_unavailable"
+    _model, _client, base, key = scripted_server
+    frames = raw_sse(base, key, {"model": "toolhub", "stream": True, "messages": PARIS})
+    assert frames[-1] == "[DONE]"
+    error = json.loads(frames[-2])
+    assert error == {"error": {"message": error["error"]["message"], "type": "api_error", "param": None,
+                               "code": "model_unavailable"}}  # fmt: skip
+    assert not any("The turn failed" in frame for frame in frames)
+
+
+def test_an_unreachable_model_server_is_a_502(setup):
+    env, key = setup
+    closed = f"http://127.0.0.1:{free_port()}/v1"
+    with daphne(env | MODEL_ENV | {"TOOLHUB_MODEL_BASE_URL": closed}) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=120)
+        with pytest.raises(openai.APIStatusError) as raised:
+            client.chat.completions.create(model="toolhub", messages=PARIS)
+    assert raised.value.status_code == 502 and raised.value.code == "model_unavailable"
+
+
+def raw_sse(base: str, key: str, body: dict) -> list[str]:
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    request = urllib.request.Request(f"{base}/v1/chat/completions", data=json.dumps(body).encode(), headers=headers)
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return [line.decode().strip().removeprefix("data: ") for line in response if line.startswith(b"data: ")]
+
+
+def test_models_retrieve_and_a_request_without_model(builtin, setup):
+    assert builtin.models.retrieve("toolhub").id == "toolhub"
+    with pytest.raises(openai.NotFoundError) as raised:
+        builtin.models.retrieve("gpt-17")
+    assert raised.value.code == "model_not_found"
+    _env, key = setup
+    request = urllib.request.Request(
+        f"{builtin.base_url}chat/completions",
+        data=json.dumps({"messages": [{"role": "user", "content": "What is 15 + 27?"}]}).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        reply = json.loads(response.read())
+    assert reply["model"] == "toolhub" and "42" in reply["choices"][0]["message"]["content"]
