@@ -34,7 +34,7 @@ def api_paths(patterns=None, prefix="") -> list[str]:
 
 
 @pytest.mark.parametrize("debug", [False, True])
-@pytest.mark.parametrize("path", ["/v1/nope", "/v1/chat/completion", "/v1/", "/v1/models/extra"])
+@pytest.mark.parametrize("path", ["/v1/nope", "/v1/chat/completion", "/v1/", "/v1/models/extra/path"])
 def test_an_unknown_api_path_is_a_json_404(client, settings, path, debug):
     settings.DEBUG = debug
     error = error_of(client.get(path), 404)

@@ -72,26 +72,26 @@ RULES = {
     "": ("/", {"GET": signed_in(200), "POST": signed_in(200)}),
     # catalog
     "catalog/": ("/catalog/", {"GET": needs("viewer", 200), "POST": needs("viewer", 405)}),
-    "catalog/<str:name>/": ("/catalog/get_weather/", {"GET": needs("viewer", 200), "POST": needs("viewer", 405)}),
-    "catalog/<str:name>/examples/": (
+    "catalog/<tool:name>/": ("/catalog/get_weather/", {"GET": needs("viewer", 200), "POST": needs("viewer", 405)}),
+    "catalog/<tool:name>/examples/": (
         "/catalog/get_weather/examples/",
         {"GET": signed_in(405), "POST": needs("operator", 400)},
     ),
-    "catalog/<str:name>/examples/<int:pk>/": (
+    "catalog/<tool:name>/examples/<int:pk>/": (
         "/catalog/get_weather/examples/{example}/",
         {"GET": signed_in(405), "POST": needs("operator", 302)},
     ),
-    "catalog/<str:name>/examples/<int:pk>/delete/": (
+    "catalog/<tool:name>/examples/<int:pk>/delete/": (
         "/catalog/get_weather/examples/{example}/delete/",
         {"GET": signed_in(405), "POST": needs("operator", 302)},
     ),
     "policies/": ("/policies/", {"GET": needs("viewer", 200), "POST": needs("viewer", 405)}),
-    "policies/<str:name>/": ("/policies/get_weather/", {"GET": needs("viewer", 200), "POST": needs("operator", 200)}),
-    "policies/<str:name>/rollback/<int:number>/": (
+    "policies/<tool:name>/": ("/policies/get_weather/", {"GET": needs("viewer", 200), "POST": needs("operator", 200)}),
+    "policies/<tool:name>/rollback/<int:number>/": (
         "/policies/get_weather/rollback/1/",
         {"GET": needs("operator", 200), "POST": needs("operator", 302)},
     ),
-    "policies/<str:name>/simulate": (
+    "policies/<tool:name>/simulate": (
         "/policies/get_weather/simulate",
         {"GET": needs("operator", 405), "POST": needs("operator", 200)},
     ),

@@ -152,12 +152,7 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     needs_tool = answer_share < ANSWER_SHARE and bool(evidence.ranking or neighbours.tools)
     tool_actions = {a: v for a, v in actions.items() if a != Action.ANSWER}
     if needs_tool and tool_actions:
-        # Reading or writing first (get, list and search split one reading's votes), then the
-        # best action of that kind: a lone write vote never beats a request read three ways.
-        read_votes = sum(v for a, v in tool_actions.items() if a in READ_ACTIONS)
-        reads_win = read_votes >= sum(tool_actions.values()) - read_votes
-        kind = {a: v for a, v in tool_actions.items() if (a in READ_ACTIONS) == reads_win}
-        action = max(kind, key=kind.get)
+        action = max(tool_actions, key=lambda a: (tool_actions[a], a in READ_ACTIONS))
         if action not in READ_ACTIONS and evidence.hits.reads_only:
             # A request that opens with a read verb, or a question that asks for no action ("does
             # M-42 still have points?"), wants to read: its best read action decides, or, with no
@@ -188,15 +183,16 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     confidence = calibration.calibrated(raw)
     decision = RoutingDecision(action=action, domains=domains, confidence=confidence)
     if state.workflow_phase:
-        decision = in_workflow(decision, state)
+        decision = in_workflow(decision, state, asks_to_read=evidence.hits.reads_only or evidence.hits.question)
     return Routed(
         decision, needs_tool, raw, tool_scores, reads_only=evidence.hits.reads_only, question=evidence.hits.question
     )
 
 
-def in_workflow(decision: RoutingDecision, state: ConversationState) -> RoutingDecision:
-    """Inside a workflow a read question is a side query; anything else continues the workflow."""
-    if decision.action in READ_ACTIONS:
+def in_workflow(decision: RoutingDecision, state: ConversationState, *, asks_to_read: bool = True) -> RoutingDecision:
+    """Inside a workflow a read question (or a request that opens with a read verb) is a side
+    query; anything else continues the workflow ("save it" reads as nothing in particular)."""
+    if decision.action in READ_ACTIONS and asks_to_read:
         return RoutingDecision(
             decision.action, decision.domains, decision.confidence, phase=state.workflow_phase, side_query=True
         )
