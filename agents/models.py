@@ -78,8 +78,6 @@ class IntentExample(models.Model):
     text = models.CharField(max_length=MAX_TEXT_CHARS, unique=True)
     action = models.CharField(max_length=16, choices=Action.choices)
     domains = models.JSONField(default=list, blank=True, help_text='Domain names, e.g. ["loyalty", "members"].')
-    model_name = models.CharField(max_length=200, blank=True, editable=False)
-    vector = models.BinaryField(null=True, blank=True, editable=False, help_text="float32 values, little-endian.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -252,6 +252,19 @@ class ToolEmbedding(models.Model):
         return f"embedding of {self.tool_id} ({self.model_name}, {self.dim})"
 
 
+class TextEmbedding(models.Model):
+    """A text's vector by one model, found by their hash: a text embedded once is never embedded
+    again by any process (examples at start-up, the router's forms of them). catalog.vectors reads
+    and writes these; rows of texts no longer used are harmless and small."""
+
+    key = models.CharField(max_length=64, unique=True, help_text="sha256 of the model's full name and the text.")
+    vector = models.BinaryField(help_text="float32 values, little-endian.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"text embedding {self.key[:12]}"
+
+
 class CatalogState(models.Model):
     """One row: `version` goes up (in the database) whenever a tool, policy or domain changes.
 

@@ -28,6 +28,7 @@ from . import embeddings
 from .examples import stored_vector
 from .models import CatalogState, Tool, ToolEmbedding, ToolExample, ToolPolicy
 from .search_index import ExampleDocument, SearchResult, ToolDocument, ToolSearchIndex, dense_text
+from .vectors import stored_embed
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,10 @@ def build_catalog_index(*, dense: bool, model: str | None = None) -> ToolSearchI
     tool_ids = {tool.name: tool.pk for tool in tools}
     known = _stored_vectors(documents, tool_ids, model)
     known_examples = {row.text: vector for row in rows if (vector := stored_vector(row, model=model)) is not None}
+    if model != embeddings.search_model():
+        # An example row keeps the search model's vector; another model's are stored by text.
+        others = list(dict.fromkeys(row.text for row in rows if row.text not in known_examples))
+        known_examples |= dict(zip(others, stored_embed(others, model=model), strict=True))
 
     def embed(texts: list[str]) -> np.ndarray:
         # Looked up at call time so tests can count or replace embed_texts.

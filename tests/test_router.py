@@ -100,6 +100,15 @@ def test_a_read_question_inside_a_workflow_is_a_side_query_with_read_tools_only(
     assert side_tools and all(catalog[n].policy.operation in {"read", "list", "search"} for n in side_tools)
 
 
+@pytest.mark.parametrize("text", ["use a multiplier", "save it"])
+def test_a_step_of_a_started_workflow_passes_the_gate_however_high_it_is(text, settings):
+    settings.TOOLHUB_MIN_CONFIDENCE = 0.99
+    state = ConversationState("loyalty_rule", "rule_formula", Action.CREATE)
+    result = analyze(text, state)
+    assert not result.decision.side_query and result.decision.phase == "rule_formula"
+    assert "set_rule_formula" in build_bundle(result.decision, load_catalog()).loaded_names
+
+
 @pytest.mark.parametrize(
     "text", ["I'd like a rule that triples points for purchases on payday", "lập quy tắc cộng điểm gấp ba cho ngày 8/3"]
 )
@@ -275,9 +284,10 @@ def test_a_request_reads_the_catalog_state_once(django_assert_max_num_queries):
         analyze("how many points does M-100 have")
 
 
-@pytest.mark.parametrize("text", ["tính giùm 3125 x 48", "what's 72 X 15"])
+@pytest.mark.parametrize("text", ["5318 x 27 = ?", "what's 72 X 15"])
 def test_an_x_between_numbers_is_multiplication(text):
-    assert recommended(text)[0] == "calculate"
+    # A written-out expression is the calculator's alone (the examples alone would add other tools).
+    assert recommended(text) == ["calculate"]
 
 
 def test_an_x_after_a_number_is_still_a_multiplier_not_arithmetic():
@@ -294,3 +304,31 @@ def test_an_x_after_a_number_is_still_a_multiplier_not_arithmetic():
 def test_quoted_text_is_content_to_work_on_not_the_request(text):
     # The quote talks about vouchers and points; the request around it asks for writing help.
     assert recommended(text) == []
+
+
+def test_a_bin_with_wrong_writes_pooled_with_a_good_one_stays_below_the_gate():
+    # The 0.45 bin's writes are right 1 of 2; the 0.60 bin is less accurate overall, so the monotone
+    # fit pools the two into one value. The gate must still shut out the 0.45 bin.
+    samples = (
+        [(0.5, False, True), (0.5, True, True)]
+        + [(0.5, True, False)] * 9
+        + [(0.65, True, True), (0.65, False, False)]
+        + [(0.95, True, True)] * 10
+    )
+    fitted = calibration.fit(samples)
+    failing = [b for b in fitted["bins"] if b["writes"] and b["writes_right"] / b["writes"] < 0.9]
+    assert failing
+    assert all(b["calibrated"] < fitted["min_confidence"] for b in failing)
+
+
+def test_a_process_starting_later_embeds_no_example_again(monkeypatch):
+    from agents.router.examples import load_examples
+    from catalog import embeddings
+
+    load_examples()  # the first process: every form of every example is stored
+    embeddings.forget_memo()  # a new process remembers nothing in memory
+    forwarded = []
+    real = embeddings._forward_e5
+    monkeypatch.setattr(embeddings, "_forward_e5", lambda texts: forwarded.extend(texts) or real(texts))
+    index = load_examples()
+    assert len(index) > 800 and forwarded == []

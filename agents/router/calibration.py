@@ -7,7 +7,8 @@ and writes calibration.json beside this module: the table, the map, and the
 minimum confidence derived from it. A decision is right when its case passes and
 it reads or writes as the case expects. The gate only matters for writes, so the
 minimum is the calibrated value of the lowest bin from which the write decisions
-of each bin are right at least TARGET_PRECISION of the time. settings.TOOLHUB_MIN_CONFIDENCE
+of each bin are right at least TARGET_PRECISION of the time (raised above any lower bin the
+monotone fit pooled with it). settings.TOOLHUB_MIN_CONFIDENCE
 defaults to that value. The README's benchmark section prints the table.
 """
 
@@ -62,11 +63,16 @@ def fit(samples: list[tuple[float, bool, bool]]) -> dict:
     # The lowest bin from which the writes of every bin (each on its own, not pooled: a
     # pool lets a full top bin carry the wrong writes of a low one) are right at least
     # TARGET_PRECISION of the time.
-    min_confidence = 1.0
+    # The monotone fit may pool that bin with lower ones into one value; the gate then rises to
+    # the first value above everything below it, or a bin with wrong writes would pass it too.
+    lowest = len(bins)
     for i in sorted(mapped, reverse=True):
         if write_bins[i].cases and write_bins[i].right / write_bins[i].cases < TARGET_PRECISION:
             break
-        min_confidence = mapped[i]
+        lowest = i
+    below = max((value for i, value in mapped.items() if i < lowest), default=-1.0)
+    above = [value for i, value in mapped.items() if i >= lowest and value > below]
+    min_confidence = min(above) if above else 1.0
     return {
         "target_precision": TARGET_PRECISION,
         "bins": [

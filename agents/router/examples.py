@@ -6,8 +6,8 @@ approved ToolExamples of indexed tools (labelled with their tool, and through th
 tool's policy with its action and domains). A query's nearest examples vote with
 weights that fall off with their distance from the nearest one (Neighbours).
 
-Reads the catalog's tables, never writes them; it only stores the vectors of its
-own IntentExamples. With the dense model off it holds nothing and votes nothing.
+Reads the catalog's tables and writes none of them but the stored text vectors
+(catalog.vectors). With the dense model off it holds nothing and votes nothing.
 """
 
 import functools
@@ -21,6 +21,7 @@ import numpy as np
 from catalog import embeddings
 from catalog.models import Action, ToolExample, ToolPolicy
 from catalog.search import catalog_state
+from catalog.vectors import stored_embed
 
 from ..models import IntentExample
 from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, is_plain, without_diacritics
@@ -184,16 +185,13 @@ def load_examples() -> ExampleIndex:
         ToolExample.objects.filter(approved=True, tool__enabled=True, tool__policy__status=ToolPolicy.Status.ACTIVE)
         .select_related("tool__policy")
         .prefetch_related("tool__policy__domains")
-        .only(
-            "id", "text", "source", "owner_id", "vector", "dim", "model_name", "tool__name", "tool__policy__operation"
-        )
+        .only("id", "text", "source", "owner_id", "tool__name", "tool__policy__operation")
         .order_by("id")
     )
-    labels, texts, vectors, owners = [], [], [], []
+    labels, texts, owners = [], [], []
     for row in intents:
         labels.append(Label(row.action, frozenset(row.domains or ())))
         texts.append(without_quotes(row.text))
-        vectors.append(_intent_vector(row))
         owners.append(None)
     for row in tool_rows:
         policy = row.tool.policy
@@ -201,48 +199,17 @@ def load_examples() -> ExampleIndex:
         learned = row.source == ToolExample.Source.LEARNED
         labels.append(Label(ACTION_OF_OPERATION[policy.operation], domains, row.tool.name, not learned))
         texts.append(without_quotes(row.text))
-        vectors.append(None)  # a stored vector is of the text alone (search's); this index compares blends
         owners.append(row.owner_id)
-    embed = functools.partial(embeddings.embed_texts, model=embeddings.routing_model())
-    missing = [i for i, vector in enumerate(vectors) if vector is None]
-    if missing:
-        fresh = comparable_vectors([texts[i] for i in missing], embed)
-        for i, vector in zip(missing, fresh, strict=True):
-            vectors[i] = vector
-        _store_intent_vectors([(intents[i], vectors[i]) for i in missing if i < len(intents)])
     if not labels:
         return EMPTY
-    matrix = np.vstack(vectors).astype(np.float32, copy=False)
+    # Every form of every example is embedded once ever (catalog.vectors), not at each start.
+    embed = functools.partial(stored_embed, model=embeddings.routing_model())
+    matrix = comparable_vectors(texts, embed)
     marked = [i for i, text in enumerate(texts) if not is_plain(text)]
     plain = matrix.copy()
     if marked:
         plain[marked] = comparable_vectors([without_diacritics(texts[i]) for i in marked], embed)
     return ExampleIndex(labels, matrix, owners, plain_matrix=plain)
-
-
-# Stored beside an IntentExample's vector: the model, and the form this module compares
-# (change the form, change its name, and stored vectors are made again).
-COMPARED_FORM = "written+generic, unquoted"
-
-
-def _vector_name() -> str:
-    return f"{embeddings.model_name(embeddings.routing_model())} [{COMPARED_FORM}]"
-
-
-def _intent_vector(row: IntentExample) -> np.ndarray | None:
-    """The example's stored (compared-form) vector, if the routing model made it in this form."""
-    if row.vector is None or row.model_name != _vector_name():
-        return None
-    return np.frombuffer(bytes(row.vector), dtype="<f4")
-
-
-def _store_intent_vectors(pairs: list[tuple[IntentExample, np.ndarray]]) -> None:
-    for row, vector in pairs:
-        row.vector = np.asarray(vector, dtype="<f4").tobytes()
-        row.model_name = _vector_name()
-    if pairs:
-        # bulk_update sends no signal: storing a vector changes no label.
-        IntentExample.objects.bulk_update([row for row, _ in pairs], ["vector", "model_name"])
 
 
 _lock = threading.Lock()

@@ -51,8 +51,10 @@ ANSWER_SHARE = 0.5
 WRITE_WITNESS = 0.1
 # A question that asks for no action and still reads as a write keeps this share of its confidence.
 QUESTION_WRITE_FACTOR = 0.5
-# A write inside a workflow continues it; its confidence is the workflow's.
-CONFIDENCE_IN_WORKFLOW = 0.95
+# A write inside a workflow continues it: the flow passed the confidence gate when it started,
+# so its steps do not face the gate again (a constant below the calibrated gate would stall every
+# flow at its second step whenever a recalibration raised the gate).
+CONFIDENCE_IN_WORKFLOW = 1.0
 
 
 @dataclass(frozen=True)
