@@ -39,6 +39,12 @@ def prepare_routing() -> None:
     lexicon()
 
 
+def prepare_vectors() -> None:
+    """Embed and store what search and routing need (setup, tests), so servers and workers start on stored vectors."""
+    search.prepare_search()
+    prepare_routing()
+
+
 def warm_up() -> None:
     """Search and routing ready before the first request (a Celery worker calls this at start)."""
     search.warm_up(also=(prepare_routing,))
@@ -57,6 +63,7 @@ __all__ = [
     "StewardResult",
     "analyze",
     "current_time_context",
+    "prepare_vectors",
     "warm_up",
     "warm_up_in_background",
 ]

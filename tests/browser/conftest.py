@@ -55,6 +55,7 @@ def load_stack_data(data_dir: Path) -> None:
     from django.contrib.auth import get_user_model
 
     from agents.models import ModelProfile
+    from agents.router import prepare_vectors
     from catalog.demo.knowledge import MODEL_PROFILES
     from catalog.demo_catalog import load_demo_catalog
     from catalog.mcp_sync import sync_server
@@ -74,6 +75,7 @@ def load_stack_data(data_dir: Path) -> None:
     assert result.ok, result.summary()
     for profile in MODEL_PROFILES:
         ModelProfile.objects.get_or_create(name=profile["name"], defaults=profile)
+    prepare_vectors()  # as setup_demo: the stack's worker finds every vector stored
     for role in ROLES:
         user = get_user_model().objects.create_user(username=role, password=PASSWORD)
         user.groups.add(groups[role])

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from agents.models import ModelProfile
+from agents.router import prepare_vectors
 from catalog.demo.knowledge import MODEL_PROFILES
 from catalog.mcp_sync import sync_server
 from catalog.models import McpServer
@@ -34,6 +35,9 @@ class Command(BaseCommand):
         self._sync_demo_mcp_server()
         for profile in MODEL_PROFILES:
             ModelProfile.objects.get_or_create(name=profile["name"], defaults=profile)
+        self.stdout.write("Embedding the catalog and its examples (the first time takes about a minute)...")
+        prepare_vectors()
+        self.stdout.write("Search and routing vectors stored: a server starts on them in seconds.")
         password = self._operator_password(groups[OPERATOR])
         self.stdout.write(self.style.SUCCESS("Log in at http://127.0.0.1:8000/login/"))
         if password:
