@@ -30,6 +30,8 @@ from functools import cache
 import numpy as np
 from django.conf import settings
 
+from . import embedding_cache
+
 E5_SMALL = "multilingual-e5-small"
 MINILM = "all-MiniLM-L6-v2"
 MODEL_NAMES = {
@@ -118,6 +120,7 @@ def load_model(model: str | None = None):
 
 # Vectors already computed in this process, by model and text: a rebuild after a
 # rolled-back or repeated change (tests, imports) costs a lookup, not a forward pass. Bounded.
+# Behind it, when TOOLHUB_VECTOR_CACHE is set, the machine's file of vectors (catalog/embedding_cache.py).
 _memo: dict[tuple[str, str], np.ndarray] = {}
 MEMO_SIZE = 20_000
 
@@ -135,12 +138,18 @@ def embed_texts(texts: list[str], *, model: str | None = None) -> np.ndarray:
     found = {text: _memo[(key, text)] for text in texts if (key, text) in _memo}
     missing = [text for text in dict.fromkeys(texts) if text not in found]
     if missing:
-        forward = _forward_e5 if key == E5_SMALL else _forward_minilm
-        for text, vector in zip(missing, forward(missing), strict=True):
-            found[text] = vector
+        cached = embedding_cache.read(MODEL_NAMES[key], missing)
+        fresh = [text for text in missing if text not in cached]
+        if fresh:
+            forward = _forward_e5 if key == E5_SMALL else _forward_minilm
+            made = dict(zip(fresh, forward(fresh), strict=True))
+            embedding_cache.write(MODEL_NAMES[key], made)
+            cached |= made
+        for text in missing:
+            found[text] = cached[text]
             if len(_memo) >= MEMO_SIZE:
                 _memo.pop(next(iter(_memo)))
-            _memo[(key, text)] = vector
+            _memo[(key, text)] = cached[text]
     return np.vstack([found[text] for text in texts])
 
 

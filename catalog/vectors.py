@@ -6,18 +6,16 @@ index builds (examples, their generic and diacritic-free forms), never for a req
 text: a request is embedded in memory and never written.
 """
 
-import hashlib
-
 import numpy as np
 
-from . import embeddings
+from . import embedding_cache, embeddings
 from .models import TextEmbedding
 
 CHUNK = 500  # keys per query (SQLite's variable limit)
 
 
 def text_key(text: str, model: str) -> str:
-    return hashlib.sha256(f"{embeddings.model_name(model)}\n{text}".encode()).hexdigest()
+    return embedding_cache.cache_key(embeddings.model_name(model), text)
 
 
 def stored_embed(texts: list[str], *, model: str) -> np.ndarray:

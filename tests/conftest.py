@@ -21,7 +21,8 @@ Conventions (a new test file in the current style needs nothing else):
   calling `load_demo_catalog()`, which still works and costs about a second.
 - Passwords hash with MD5 outside integration tests (`_fast_password_hashing`).
 - The embedding models load once per process (catalog.embeddings) and memoise
-  what they embedded: the first test of a worker that needs them pays, no other.
+  what they embedded; behind the memo, one file of vectors (var/test-vectors.sqlite3,
+  TOOLHUB_VECTOR_CACHE) serves both workers, the servers tests start, and later runs.
 - Any test may run in either worker, in any order: nothing shared between tests
   but the database's migrated rows; files under `tmp_path`, ports from
   `tests.servers.free_port`. Each worker has its own test database
@@ -44,6 +45,15 @@ hypothesis_settings.load_profile("toolhub")
 
 def pytest_configure(config):
     _own_queue_and_channel_prefix_per_worker()
+    _one_file_of_vectors_for_the_whole_run()
+
+
+def _one_file_of_vectors_for_the_whole_run() -> None:
+    """Both workers, every server and worker a test starts, and the next run share the vectors the models made
+    (catalog/embedding_cache.py): the demo's examples are embedded once per machine, not once per process."""
+    if "TOOLHUB_VECTOR_CACHE" not in os.environ:
+        os.environ["TOOLHUB_VECTOR_CACHE"] = str(settings.BASE_DIR / "var" / "test-vectors.sqlite3")
+    settings.TOOLHUB_VECTOR_CACHE = os.environ["TOOLHUB_VECTOR_CACHE"]
 
 
 def _own_queue_and_channel_prefix_per_worker() -> None:

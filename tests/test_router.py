@@ -321,9 +321,11 @@ def test_a_bin_with_wrong_writes_pooled_with_a_good_one_stays_below_the_gate():
     assert all(b["calibrated"] < fitted["min_confidence"] for b in failing)
 
 
-def test_a_process_starting_later_embeds_no_example_again(monkeypatch):
+def test_a_process_starting_later_embeds_no_example_again(monkeypatch, settings):
     from agents.router.examples import load_examples
     from catalog import embeddings
+
+    settings.TOOLHUB_VECTOR_CACHE = ""  # the database alone must hold them
 
     load_examples()  # the first process: every form of every example is stored
     embeddings.forget_memo()  # a new process remembers nothing in memory

@@ -295,6 +295,9 @@ TOOLHUB_ROUTING_MODEL = os.environ.get("TOOLHUB_ROUTING_MODEL", "multilingual-e5
 for _name, _model in (("TOOLHUB_SEARCH_MODEL", TOOLHUB_SEARCH_MODEL), ("TOOLHUB_ROUTING_MODEL", TOOLHUB_ROUTING_MODEL)):
     if _model not in {"multilingual-e5-small", "all-MiniLM-L6-v2"}:
         raise ImproperlyConfigured(f"{_name}={_model!r}: use multilingual-e5-small or all-MiniLM-L6-v2.")
+# A file of the vectors the models made, shared by the processes of one machine (catalog/embedding_cache.py):
+# off unless set; the test suite sets it. A deployment shares vectors through its database.
+TOOLHUB_VECTOR_CACHE = os.environ.get("TOOLHUB_VECTOR_CACHE", "")
 # Most OpenMP threads of one e5 call; one while the host has no spare core (catalog/embeddings.py says why).
 TOOLHUB_ROUTING_THREADS = env_int("TOOLHUB_ROUTING_THREADS", 2)
 # Build the search index (and load the embedding model) when a server or worker starts, not on the first request.

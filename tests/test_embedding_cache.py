@@ -1,0 +1,92 @@
+"""The machine's file of vectors (catalog/embedding_cache.py): read before the model runs, written once, per model."""
+
+import multiprocessing
+
+import numpy as np
+import pytest
+
+from catalog import embedding_cache, embeddings
+
+
+@pytest.fixture
+def fake_models(monkeypatch):
+    """Both forward passes replaced by a deterministic stand-in that records what it was asked to embed."""
+    forwarded = []
+
+    def forward(model):
+        def run(texts):
+            forwarded.append((model, list(texts)))
+            seeds = [abs(hash((model, text))) % 2**32 for text in texts]
+            rows = np.array([np.random.default_rng(seed).standard_normal(8) for seed in seeds], dtype=np.float32)
+            return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+        return run
+
+    monkeypatch.setattr(embeddings, "_forward_e5", forward(embeddings.E5_SMALL))
+    monkeypatch.setattr(embeddings, "_forward_minilm", forward(embeddings.MINILM))
+    embeddings.forget_memo()
+    yield forwarded
+    embeddings.forget_memo()
+
+
+def test_a_text_embedded_once_is_read_from_the_file_by_a_process_remembering_nothing(fake_models, settings, tmp_path):
+    settings.TOOLHUB_VECTOR_CACHE = str(tmp_path / "vectors.sqlite3")
+    first = embeddings.embed_texts(["đổi điểm", "weather in Hanoi"], model=embeddings.E5_SMALL)
+    embeddings.forget_memo()  # as a new process
+    again = embeddings.embed_texts(["weather in Hanoi", "đổi điểm", "a new text"], model=embeddings.E5_SMALL)
+
+    assert fake_models == [
+        (embeddings.E5_SMALL, ["đổi điểm", "weather in Hanoi"]),
+        (embeddings.E5_SMALL, ["a new text"]),
+    ]
+    assert np.array_equal(again[0], first[1]) and np.array_equal(again[1], first[0])
+
+
+def test_each_model_reads_only_its_own_vectors(fake_models, settings, tmp_path):
+    settings.TOOLHUB_VECTOR_CACHE = str(tmp_path / "vectors.sqlite3")
+    embeddings.embed_texts(["points balance"], model=embeddings.E5_SMALL)
+    embeddings.forget_memo()
+    embeddings.embed_texts(["points balance"], model=embeddings.MINILM)
+
+    assert [model for model, _ in fake_models] == [embeddings.E5_SMALL, embeddings.MINILM]
+
+
+def test_without_the_setting_no_file_is_read_or_written(fake_models, settings, tmp_path):
+    settings.TOOLHUB_VECTOR_CACHE = ""
+    embeddings.embed_texts(["points balance"], model=embeddings.E5_SMALL)
+    embeddings.forget_memo()
+    embeddings.embed_texts(["points balance"], model=embeddings.E5_SMALL)
+
+    assert len(fake_models) == 2 and list(tmp_path.iterdir()) == []
+
+
+def test_inside_off_the_model_runs_even_for_a_cached_text(fake_models, settings, tmp_path):
+    settings.TOOLHUB_VECTOR_CACHE = str(tmp_path / "vectors.sqlite3")
+    embeddings.embed_texts(["points balance"], model=embeddings.E5_SMALL)
+    embeddings.forget_memo()
+    with embedding_cache.off():
+        embeddings.embed_texts(["points balance"], model=embeddings.E5_SMALL)
+
+    assert len(fake_models) == 2
+
+
+def _write_from_another_process(file: str, texts: list[str]) -> None:
+    vectors = {text: np.full(4, float(len(text)), dtype=np.float32) for text in texts}
+    for _ in range(20):
+        embedding_cache._write_to(file, "model", vectors)
+
+
+def test_processes_writing_the_same_texts_at_once_keep_one_row_each(tmp_path):
+    file = str(tmp_path / "vectors.sqlite3")
+    texts = [f"text {i}" for i in range(300)]
+    context = multiprocessing.get_context("spawn")
+    writers = [context.Process(target=_write_from_another_process, args=(file, texts)) for _ in range(3)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(timeout=120)
+    assert [writer.exitcode for writer in writers] == [0, 0, 0]
+
+    found = embedding_cache._read_from(file, "model", texts + ["never written"])
+    assert set(found) == set(texts)
+    assert all(np.array_equal(found[text], np.full(4, float(len(text)))) for text in texts)
