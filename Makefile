@@ -15,10 +15,12 @@ BENCH_DIR ?= ../shared/bench
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
+# The first run installs for a few minutes (torch among others): pip shows each package as it goes.
 $(VENV)/.installed: requirements.txt
+	@echo "make: installing requirements.txt into $(VENV) (the first time takes a few minutes)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --progress-bar on -r requirements.txt
 	touch $@
 
 setup: $(VENV)/.installed
@@ -38,7 +40,7 @@ $(CHROMIUM):
 DEBUG ?= 1
 run: setup
 	@echo "make run: DEBUG=$(DEBUG) for the embedded default (Django's debug pages; never on a deployment)"
-	DEBUG=$(DEBUG) $(PY) manage.py setup_demo
+	DEBUG=$(DEBUG) $(PY) manage.py setup_demo --host $(HOST) --port $(PORT)
 	DEBUG=$(DEBUG) $(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolhub.asgi:application
 
 # Two stages, each test in exactly one (README "Testing"): the fast stage on the embedded

@@ -14,11 +14,22 @@ from .models import (
     TurnEvent,
     Workflow,
 )
+from .providers import upstream_of
 
 
 @admin.register(ModelProfile)
 class ModelProfileAdmin(admin.ModelAdmin):
-    list_display = ("name", "context_window", "max_output_tokens", "reserved_result_tokens")
+    list_display = ("name", "upstream", "context_window", "max_output_tokens", "reserved_result_tokens")
+    fieldsets = [
+        (None, {"fields": ["name"]}),
+        ("Upstream model (empty fields use TOOLHUB_MODEL, TOOLHUB_MODEL_BASE_URL, TOOLHUB_MODEL_API_KEY)",
+         {"fields": ["upstream_model", "base_url", "api_key_env"]}),
+        ("Token budget", {"fields": ["context_window", "max_output_tokens", "reserved_result_tokens"]}),
+    ]  # fmt: skip
+
+    @admin.display(description="calls")
+    def upstream(self, profile):
+        return upstream_of(profile).label
 
 
 class MessageInline(admin.TabularInline):

@@ -1,5 +1,9 @@
 """The OpenAI-compatible API: POST /v1/chat/completions (JSON or SSE), GET /v1/models and /v1/models/<id>.
 
+`model` names a model profile (or `toolhub`, the default one; absent: `toolhub`); each profile calls its
+own upstream model. An answer's `model` is the upstream model that answered, or
+`builtin-offline-rule-based` when the builtin offline model did.
+
 Thin: authenticate, validate, store the conversation and a queued turn in one
 transaction, start the turn, then relay the turn's events (agents.completions).
 Errors are OpenAI-style error objects (agents.api_errors): bad input and a
@@ -34,6 +38,7 @@ from .approvals import ApprovalClosed, decide_approval
 from .client_tools import ClientToolError, check_name_conflicts, check_transcript, parse_client_tools
 from .completions import completion, sse_stream
 from .models import Conversation, Message, ModelProfile, ToolApproval
+from .providers import upstream_of
 from .runtime import default_profile
 from .turns import create_turn
 
@@ -114,8 +119,14 @@ def parse_request(body: bytes) -> dict:
     }
 
 
-def model_names() -> list[str]:
-    return [DEFAULT_MODEL, *ModelProfile.objects.values_list("name", flat=True)]
+def model_profiles() -> list[tuple[str, ModelProfile]]:
+    """The models a client may name: `toolhub` (the default profile) and every profile, by id."""
+    return [(DEFAULT_MODEL, default_profile()), *((p.name, p) for p in ModelProfile.objects.all())]
+
+
+def served_model(profile: ModelProfile | None) -> str:
+    """The answer's `model`: the upstream model's name, or the builtin's offline, rule-based label."""
+    return upstream_of(profile or default_profile()).model_id
 
 
 def requested_profile(name: str) -> ModelProfile | None:
@@ -184,6 +195,12 @@ def open_turn(user, request: dict):
     return turn
 
 
+def start_turn(user, request: dict):
+    """open_turn, and the `model` its answer carries."""
+    turn = open_turn(user, request)
+    return turn, served_model(turn.conversation.model_profile)
+
+
 def _authorize(header: str, ability: Ability):
     """The key's owner, if the key is valid (else 401) and agents.access allows it `ability` (else 403)."""
     api_key = authenticate(header.removeprefix("Bearer ").strip())
@@ -210,17 +227,17 @@ async def chat_completions(request):
             raise ApiError(405, "Use POST for /v1/chat/completions.")
         user = await api_user(request, START_TURN)
         parsed = parse_request(check_chat_request(request))  # size, depth, strings, types: agents.api_input
-        turn = await sync_to_async(open_turn)(user, parsed)
+        turn, answering = await sync_to_async(start_turn)(user, parsed)
     except (ApiError, InputRejected) as error:
         return error.response()
     if parsed["stream"]:
-        response = StreamingHttpResponse(sse_stream(turn.id, parsed["model"]), content_type="text/event-stream")
+        response = StreamingHttpResponse(sse_stream(turn.id, answering), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
     prompt_tokens = sum(count_tokens(m["content"]) for m in parsed["messages"])
     try:
-        return JsonResponse(await completion(turn.id, parsed["model"], prompt_tokens))
+        return JsonResponse(await completion(turn.id, answering, prompt_tokens))
     except ApiError as error:
         return error.response()
 
@@ -250,8 +267,23 @@ async def approval(request, approval_id: int):
     return JsonResponse({"id": decided.pk, "status": decided.status, "tool_name": decided.tool_name})
 
 
-def model_object(name: str) -> dict:
-    return {"id": name, "object": "model", "created": 0, "owned_by": "toolhub"}
+def model_object(name: str, profile: ModelProfile) -> dict:
+    """OpenAI's model object, with what toolhub adds: the budget and the model that answers."""
+    upstream = upstream_of(profile)
+    return {
+        "id": name,
+        "object": "model",
+        "created": 0,
+        "owned_by": "toolhub",
+        "context_window": profile.context_window,
+        "max_output_tokens": profile.max_output_tokens,
+        "upstream_model": upstream.model_id,
+        "offline": upstream.offline,
+    }
+
+
+def model_objects() -> list[dict]:
+    return [model_object(name, profile) for name, profile in model_profiles()]
 
 
 async def model(request, model_id: str):
@@ -260,11 +292,12 @@ async def model(request, model_id: str):
         if request.method not in {"GET", "HEAD"}:
             raise ApiError(405, "Use GET for /v1/models/<id>.")
         await api_user(request, LIST_MODELS)
-        if model_id not in await sync_to_async(model_names)():
+        found = [m for m in await sync_to_async(model_objects)() if m["id"] == model_id]
+        if not found:
             raise ApiError(404, f"The model {model_id!r} does not exist.", param="model", code="model_not_found")
     except ApiError as error:
         return error.response()
-    return JsonResponse(model_object(model_id))
+    return JsonResponse(found[0])
 
 
 async def models(request):
@@ -274,6 +307,4 @@ async def models(request):
         await api_user(request, LIST_MODELS)
     except ApiError as error:
         return error.response()
-    names = await sync_to_async(model_names)()
-    data = [model_object(name) for name in names]
-    return JsonResponse({"object": "list", "data": data})
+    return JsonResponse({"object": "list", "data": await sync_to_async(model_objects)()})

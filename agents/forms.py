@@ -6,18 +6,20 @@ from django.db.models import Q, QuerySet
 from catalog.models import Action
 
 from .models import ApiKey, ModelProfile, RoutingLog, Workflow
+from .providers import upstream_of
 
 DEFAULT_MODEL = "toolhub"
 
 
 class ChatForm(forms.Form):
     message = forms.CharField(max_length=4000, strip=True, widget=forms.Textarea(attrs={"rows": 2}))
-    model = forms.ChoiceField(required=False, help_text="A model profile sets the token budget.")
+    model = forms.ChoiceField(required=False, help_text="A model profile sets the model it calls and its token budget.")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        names = ModelProfile.objects.values_list("name", flat=True)
-        self.fields["model"].choices = [(DEFAULT_MODEL, "default profile"), *((name, name) for name in names)]
+        profiles = ModelProfile.objects.only("name", "upstream_model", "base_url")
+        self.fields["model"].choices = [(DEFAULT_MODEL, "default profile"),
+                                        *((p.name, f"{p.name}: {upstream_of(p).label}") for p in profiles)]  # fmt: skip
 
     def model_profile(self) -> ModelProfile | None:
         name = self.cleaned_data.get("model") or DEFAULT_MODEL

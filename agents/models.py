@@ -5,8 +5,11 @@ Workflow concurrency (version CAS, idempotency) is enforced by the database
 through the constraints below, never by check-then-write in Python.
 """
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -98,10 +101,44 @@ class IntentExample(models.Model):
             raise ValidationError({"domains": "A list of domain names."})
 
 
+def validate_base_url(value: str) -> None:
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        raise ValidationError("An http(s) URL of an OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1.")
+
+
+validate_env_name = RegexValidator(
+    r"^[A-Za-z_][A-Za-z0-9_]*$", "The name of an environment variable (letters, digits, _), not the key itself."
+)
+
+
 class ModelProfile(models.Model):
-    """Token budget of one model: memory gets what the window leaves after the fixed parts."""
+    """One model the API and the console offer: the upstream model it calls and its token budget.
+
+    Memory gets what the window leaves after the fixed parts. The upstream fields left empty fall back to
+    TOOLHUB_MODEL, TOOLHUB_MODEL_BASE_URL and TOOLHUB_MODEL_API_KEY (agents.providers.upstream_of). The API
+    key is never stored: only the name of the environment variable that holds it.
+    """
 
     name = models.SlugField(max_length=100, unique=True)
+    upstream_model = models.CharField(
+        max_length=200, blank=True, help_text="Model name sent to the model server; empty: TOOLHUB_MODEL."
+    )
+    base_url = models.CharField(
+        "base URL",
+        max_length=500,
+        blank=True,
+        validators=[validate_base_url],
+        help_text="OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1; empty: TOOLHUB_MODEL_BASE_URL.",
+    )
+    api_key_env = models.CharField(
+        "API key variable",
+        max_length=100,
+        blank=True,
+        validators=[validate_env_name],
+        help_text="Name of the environment variable holding the server's API key (never the key itself); "
+        "empty: TOOLHUB_MODEL_API_KEY.",
+    )
     context_window = models.PositiveIntegerField()
     max_output_tokens = models.PositiveIntegerField()
     reserved_result_tokens = models.PositiveIntegerField(help_text="Kept free for tool results.")

@@ -28,7 +28,7 @@ from .budget import token_budget
 from .client_tools import ClientTools
 from .events import TOOL_EXECUTION_PHASE, FailureReason, emit
 from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
-from .providers import ModelTimeout, ModelUnavailable, ToolCall, TurnHints, get_provider
+from .providers import ModelTimeout, ModelUnavailable, ToolCall, TurnHints, get_provider, upstream_of
 from .router import ConversationState, Intent, StewardContext, StewardResult, analyze, current_time_context
 from .routing_log import record_analysis, record_outcome
 from .tool_calls import CallOutcome, execute
@@ -43,13 +43,15 @@ def status_text(phase: str) -> str:
 
 
 def model_profile(conversation) -> ModelProfile:
+    """The conversation's profile (its upstream model and budget); `toolhub` (none chosen) is the default's."""
     if conversation.model_profile_id:
         return conversation.model_profile
     return default_profile()
 
 
 def default_profile() -> ModelProfile:
-    """The budget of the `toolhub` model: TOOLHUB_MODEL_PROFILE, or an unsaved 8K profile when that is absent."""
+    """The `toolhub` model: TOOLHUB_MODEL_PROFILE (its upstream and budget), or an unsaved 8K profile calling
+    TOOLHUB_MODEL when that is absent."""
     profile = ModelProfile.objects.filter(name=settings.TOOLHUB_MODEL_PROFILE).first()
     return profile or ModelProfile(
         name="default", context_window=8192, max_output_tokens=1024, reserved_result_tokens=1024
@@ -149,7 +151,7 @@ class TurnRun:
         user_index = max(i for i, m in enumerate(history) if m["role"] == "user")
         user_text = history[user_index]["content"]
         profile = model_profile(self.conversation)
-        self.turn_model = get_provider()
+        self.turn_model = get_provider(upstream_of(profile))  # each profile calls its own upstream model
         Turn.objects.filter(pk=self.turn.id).update(model=self.turn_model.label)
         # One view of the catalog for the whole turn: the steward ranks and the bundle decides on the same.
         self.context = StewardContext.current(owner_id=self.conversation.owner_id)

@@ -83,7 +83,8 @@ def console_list(request):
 def console_conversation(request, conversation_id: int):
     """GET: the thread (history now, live over /ws/console/<id>/). POST: its owner adds a turn."""
     conversation = get_object_or_404(Conversation.objects.select_related("owner"), pk=conversation_id)
-    may_chat = allows(request.user, START_TURN) and conversation.owner_id == request.user.pk
+    may_start = allows(request.user, START_TURN)
+    may_chat = may_start and conversation.owner_id == request.user.pk
     form = ChatForm(request.POST or None) if may_chat else None
     if request.method == "POST":
         if form is None:
@@ -102,6 +103,7 @@ def console_conversation(request, conversation_id: int):
         "turns": console.thread(conversation),
         "can_decide": request.user.has_perm(DECIDE_PERMISSION),
         "form": form,
+        "may_start": may_start,
     }
     return render(request, "agents/conversation.html", context)
 

@@ -16,6 +16,7 @@ class ScriptedOpenAI:
         self.steps: list[dict] = []
         self.delay = 5.0
         self.requests: list[dict] = []
+        self.api_keys: list[str] = []  # the bearer key of each request, in order
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -25,6 +26,7 @@ class ScriptedOpenAI:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
+                server.api_keys.append(self.headers.get("Authorization", "").removeprefix("Bearer "))
                 if server.behaviour == "slow":
                     time.sleep(server.delay)
                 if server.behaviour == "error":

@@ -215,7 +215,8 @@ def test_tool_results_after_the_user_message_are_a_valid_last_message():
 def test_one_model_is_its_object_and_an_unknown_one_a_json_404(client, key):
     headers = {"Authorization": f"Bearer {key}"}
     assert client.get("/v1/models/toolhub", headers=headers).json() == {
-        "id": "toolhub", "object": "model", "created": 0, "owned_by": "toolhub"}  # fmt: skip
+        "id": "toolhub", "object": "model", "created": 0, "owned_by": "toolhub", "context_window": 8192,
+        "max_output_tokens": 1024, "upstream_model": "builtin-offline-rule-based", "offline": True}  # fmt: skip
     missing = client.get("/v1/models/gpt-17", headers=headers)
     assert missing.status_code == 404 and missing["Content-Type"] == "application/json"
     assert error_of(missing)["code"] == "model_not_found"

@@ -54,7 +54,7 @@ def test_an_unhandled_exception_is_a_json_500_without_a_traceback(settings, monk
     def broken():
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(api, "model_names", broken)
+    monkeypatch.setattr(api, "model_objects", broken)
     key = create_api_key(user=make_user(), name="test")[1]
     response = Client(raise_request_exception=False).get("/v1/models", headers={"Authorization": f"Bearer {key}"})
     error = error_of(response, 500)

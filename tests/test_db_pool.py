@@ -17,7 +17,7 @@ def get_models_failing_with(monkeypatch, exception):
     def busy():
         raise exception
 
-    monkeypatch.setattr(api, "model_names", busy)
+    monkeypatch.setattr(api, "model_objects", busy)
     key = create_api_key(user=make_user(), name="test")[1]
     return Client(raise_request_exception=False).get("/v1/models", headers={"Authorization": f"Bearer {key}"})
 

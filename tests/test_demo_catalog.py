@@ -85,9 +85,11 @@ def test_setup_demo_creates_profiles_and_an_operator_once(db, tmp_path, settings
     call_command("setup_demo")
     first = capsys.readouterr().out
     assert "username: operator" in first and "password: " in first
-    call_command("setup_demo")
+    call_command("setup_demo", "--port", "8101")  # make run PORT=8101
     second = capsys.readouterr().out
     assert first.split("password: ")[1].split()[0] == second.split("password: ")[1].split()[0]
+    assert "Log in at http://127.0.0.1:8000/login/" in first and "Log in at http://127.0.0.1:8101/login/" in second
+    assert "createsuperuser" in second
     assert set(ModelProfile.objects.values_list("name", "context_window")) == {("chat-8k", 8192), ("chat-32k", 32768)}
 
 

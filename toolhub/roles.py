@@ -1,7 +1,8 @@
 """The three operator roles (Django groups) and the model permissions each holds.
 
 viewer reads; operator also edits policies, knowledge and tool examples, approves calls and
-chats; admin holds every permission. Views check permissions, not group names.
+chats; admin holds every permission. Views check permissions, not group names; pages that hide an action
+name the role it needs (role_needed, the same rule as the groups).
 """
 
 from django.contrib.auth.models import Group, Permission
@@ -33,3 +34,14 @@ def ensure_groups() -> dict[str, Group]:
         group.permissions.set(granted)
         groups[name] = group
     return groups
+
+
+def role_needed(permission: str) -> str:
+    """The least role whose group holds `permission` ("app_label.codename"), by the rule ensure_groups applies."""
+    app_label, _, codename = permission.partition(".")
+    action, _, model = codename.partition("_")
+    if app_label in APPS and action == "view":
+        return VIEWER
+    if model in OPERATOR_EDITS.get(app_label, ()) and action != "delete":
+        return OPERATOR
+    return ADMIN

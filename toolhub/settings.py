@@ -134,6 +134,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "toolhub.context_processors.toolhub",
             ],
+            "builtins": ["toolhub.role_hints"],
         },
     },
 ]

@@ -5,6 +5,7 @@ the official SDK) and `builtin` (the offline rule-based default). The runtime
 only sees this protocol; a provider never executes a tool itself.
 """
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -59,11 +60,74 @@ class Provider(Protocol):
     ) -> Iterator[ModelChunk]: ...
 
 
-def get_provider() -> Provider:
-    if settings.TOOLHUB_MODEL_PROVIDER == "openai":
+# The API's `model` field and /v1/models say so whenever the builtin model answers.
+BUILTIN_MODEL_ID = "builtin-offline-rule-based"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The model a profile calls. `base_url` empty: the builtin offline model. `api_key_env` names the
+    environment variable holding the key (empty: TOOLHUB_MODEL_API_KEY); the key itself is never stored."""
+
+    model: str = ""
+    base_url: str = ""
+    api_key_env: str = ""
+    profile: str = ""
+
+    @property
+    def offline(self) -> bool:
+        return not self.base_url
+
+    @property
+    def model_id(self) -> str:
+        """What the API's `model` field answers: the upstream model's name, or the builtin's offline label."""
+        return BUILTIN_MODEL_ID if self.offline else self.model
+
+    @property
+    def label(self) -> str:
+        """How pages name it: the builtin's own label, or the model and its server."""
+        from .builtin import LABEL
+
+        return LABEL if self.offline else f"{self.model} at {self.base_url}"
+
+    def api_key(self) -> str:
+        """The key to send. TOOLHUB_MODEL_API_KEY goes only to TOOLHUB_MODEL_BASE_URL: a profile with a server of
+        its own sends its own variable's key, or none."""
+        if not self.api_key_env:
+            return settings.TOOLHUB_MODEL_API_KEY if self.base_url == settings.TOOLHUB_MODEL_BASE_URL else ""
+        key = os.environ.get(self.api_key_env)
+        if key is None:
+            raise ModelUnavailable(
+                f"model profile {self.profile or '?'} reads its API key from ${self.api_key_env}, which is not set"
+            )
+        return key
+
+
+def upstream_of(profile) -> Upstream:
+    """The upstream of a ModelProfile (or of none): its own fields, TOOLHUB_MODEL* for those it leaves empty.
+
+    A profile without its own base URL calls the server the settings name, or the builtin model when they
+    name none; a model name is sent only to a real server ("default" when neither profile nor settings say).
+    """
+    own_url = getattr(profile, "base_url", "")
+    base_url = own_url or (settings.TOOLHUB_MODEL_BASE_URL if settings.TOOLHUB_MODEL_PROVIDER == "openai" else "")
+    if not base_url:
+        return Upstream(profile=getattr(profile, "name", ""))
+    return Upstream(
+        model=getattr(profile, "upstream_model", "") or settings.TOOLHUB_MODEL or "default",
+        base_url=base_url,
+        api_key_env=getattr(profile, "api_key_env", ""),
+        profile=getattr(profile, "name", ""),
+    )
+
+
+def get_provider(upstream: Upstream | None = None) -> Provider:
+    """The provider that calls `upstream` (default: the one the settings name)."""
+    upstream = upstream or upstream_of(None)
+    if not upstream.offline:
         from .openai_compat import OpenAICompatProvider
 
-        return OpenAICompatProvider()
+        return OpenAICompatProvider(base_url=upstream.base_url, api_key=upstream.api_key(), model=upstream.model)
     from .builtin import BuiltinProvider
 
     return BuiltinProvider()

@@ -22,7 +22,8 @@ class OpenAICompatProvider:
         self.model = model or settings.TOOLHUB_MODEL
         self.client = openai.OpenAI(
             base_url=self.base_url,
-            api_key=api_key or settings.TOOLHUB_MODEL_API_KEY or "not-needed",
+            # The SDK needs some key; local servers (Ollama, vLLM, llama.cpp) ignore it.
+            api_key=(settings.TOOLHUB_MODEL_API_KEY if api_key is None else api_key) or "not-needed",
             timeout=settings.TOOLHUB_MODEL_TIMEOUT,
             max_retries=settings.TOOLHUB_MODEL_RETRIES,
         )

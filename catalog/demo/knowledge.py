@@ -288,6 +288,7 @@ KNOWLEDGE_SNIPPETS: list[dict[str, Any]] = [
     ),
 ]
 
+# The demo names no upstream model: both call TOOLHUB_MODEL (the builtin model when no server is set).
 MODEL_PROFILES: list[dict[str, Any]] = [
     {"name": "chat-8k", "context_window": 8192, "max_output_tokens": 1024, "reserved_result_tokens": 1024},
     {"name": "chat-32k", "context_window": 32768, "max_output_tokens": 4096, "reserved_result_tokens": 4096},

@@ -33,6 +33,10 @@ CLOCK = {
     },
 }
 PARIS = [{"role": "user", "content": "What's the weather in Paris?"}]
+SAVE_PROFILES = """import json, os
+from agents.models import ModelProfile
+for profile in json.loads(os.environ["PROFILES"]):
+    ModelProfile.objects.update_or_create(name=profile.pop("name"), defaults=profile)"""
 MODEL_ENV = {"TOOLHUB_MODEL": "scripted-model", "TOOLHUB_MODEL_RETRIES": "0", "TOOLHUB_MODEL_TIMEOUT": "4"}
 
 
@@ -284,4 +288,28 @@ def test_models_retrieve_and_a_request_without_model(builtin, setup):
     )
     with urllib.request.urlopen(request, timeout=120) as response:
         reply = json.loads(response.read())
-    assert reply["model"] == "toolhub" and "42" in reply["choices"][0]["message"]["content"]
+    # The answer names the model that answered: here the builtin one, labelled offline and rule-based.
+    assert reply["model"] == "builtin-offline-rule-based" and "42" in reply["choices"][0]["message"]["content"]
+
+
+def test_two_profiles_answer_from_two_upstream_models_through_the_sdk(scripted_server, setup):
+    """Each profile calls its own model at its own server with the key its variable holds; /v1/models lists them."""
+    _model, client, _base, _key = scripted_server
+    env, _ = setup
+    with ScriptedOpenAI() as first, ScriptedOpenAI() as second:
+        budgets = {"context_window": 8192, "max_output_tokens": 1024, "reserved_result_tokens": 1024}
+        profiles = [
+            {"name": "sdk-a", "upstream_model": "model-a", "base_url": first.base_url} | budgets,
+            {"name": "sdk-b", "upstream_model": "model-b", "base_url": second.base_url, "api_key_env": "HOME"}
+            | budgets | {"context_window": 32768},
+        ]  # fmt: skip
+        manage(env | {"PROFILES": json.dumps(profiles)}, "shell", "-c", SAVE_PROFILES)
+        first.steps, second.steps = [{"content": "from a"}], [{"content": "from b"}]
+        a = client.chat.completions.create(model="sdk-a", messages=PARIS)
+        b = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+            model="sdk-b", messages=PARIS, stream=True) if c.choices)  # fmt: skip
+        listed = {m.id: m for m in client.models.list()}
+    assert (a.model, a.choices[0].message.content, b) == ("model-a", "from a", "from b")
+    assert [r["model"] for r in first.requests] == ["model-a"] and [r["model"] for r in second.requests] == ["model-b"]
+    assert second.api_keys == [env["HOME"]]  # the value of the variable the profile names
+    assert (listed["sdk-b"].context_window, listed["sdk-b"].upstream_model) == (32768, "model-b")

@@ -22,16 +22,32 @@ USERNAME = "operator"
 DEMO_MCP_SERVER = "loyalty"
 
 
+def served_url(host: str, port: int) -> str:
+    """The URL a browser opens for a server listening on host:port (all interfaces: this machine's loopback)."""
+    if host in {"", "0.0.0.0", "::", "[::]"}:
+        host = "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 class Command(BaseCommand):
     # The demo leaves tools unpolicied on purpose (catalog.W002; `check --deploy` errors with catalog.E001).
     requires_system_checks = []
     help = "Prepare the embedded default: migrate, load the demo catalog, create and print an operator login."
 
+    def add_arguments(self, parser):
+        # `make run` passes the address Daphne is about to serve, so the login URL printed is the real one.
+        parser.add_argument("--host", default="127.0.0.1", help="Host the server listens on (make run's HOST).")
+        parser.add_argument("--port", type=int, default=8000, help="Port the server listens on (make run's PORT).")
+
     def handle(self, *args, **options):
+        self.stdout.write("Migrating the database...")
         call_command("migrate", interactive=False, verbosity=0, skip_checks=True)
-        self.stdout.write("Database migrated.")
+        self.stdout.write("Database migrated. Loading the demo catalog...")
         groups = ensure_groups()
         call_command("load_demo_catalog", stdout=self.stdout)
+        self.stdout.write("Starting the demo Loyalty MCP server and importing its tools...")
         self._sync_demo_mcp_server()
         for profile in MODEL_PROFILES:
             ModelProfile.objects.get_or_create(name=profile["name"], defaults=profile)
@@ -39,7 +55,7 @@ class Command(BaseCommand):
         prepare_vectors()
         self.stdout.write("Search and routing vectors stored: a server starts on them in seconds.")
         password = self._operator_password(groups[OPERATOR])
-        self.stdout.write(self.style.SUCCESS("Log in at http://127.0.0.1:8000/login/"))
+        self.stdout.write(self.style.SUCCESS(f"Log in at {served_url(options['host'], options['port'])}/login/"))
         if password:
             self.stdout.write(self.style.SUCCESS(f"  username: {USERNAME}\n  password: {password}"))
         else:
@@ -47,6 +63,10 @@ class Command(BaseCommand):
                 f"  username: {USERNAME} (existing account; password unchanged, "
                 f"reset it with: python manage.py changepassword {USERNAME})"
             )
+        self.stdout.write(
+            f"  {USERNAME} has the operator role (chat, policies, knowledge, approvals). Adding MCP servers and "
+            "editing model profiles need an admin: python manage.py createsuperuser"
+        )
 
     def _sync_demo_mcp_server(self) -> None:
         """Register the demo Loyalty MCP server (stdio, its data beside the database) and sync its tools."""
