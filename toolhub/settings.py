@@ -106,6 +106,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "toolhub.csp.ContentSecurityPolicyMiddleware",
     # Outermost of the app's own: whatever goes wrong below, /v1 answers OpenAI-style JSON.
     "agents.api_middleware.ApiErrorMiddleware",
     "toolhub.db_pool.PoolExhaustedMiddleware",
@@ -365,6 +366,17 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", PRODUCTION)
 if env_bool("TOOLHUB_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy of every response (toolhub/csp.py): TOOLHUB_CSP replaces the whole policy, "off" sends
+# none; TOOLHUB_CSP_REPORT_ONLY=1 sends it as Content-Security-Policy-Report-Only. CSP Level 3's 'self' in
+# connect-src also allows ws:/wss: to this host (the console's WebSocket). data: images and audio: MCP results.
+TOOLHUB_DEFAULT_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+_CSP = os.environ.get("TOOLHUB_CSP") or TOOLHUB_DEFAULT_CSP
+TOOLHUB_CONTENT_SECURITY_POLICY = "" if _CSP.strip().lower() == "off" else _CSP
+TOOLHUB_CSP_REPORT_ONLY = env_bool("TOOLHUB_CSP_REPORT_ONLY", False)
 
 LOGGING = {
     "version": 1,
