@@ -24,6 +24,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 
 from catalog.models import Tool
 from catalog.tokens import count_tokens
+from toolhub import rate_limits
 
 from . import memory, prompt
 from .access import DECIDE_APPROVAL, LIST_MODELS, START_TURN, Ability, refusal
@@ -185,10 +186,14 @@ def open_turn(user, request: dict):
 
 
 def _authorize(header: str, ability: Ability):
-    """The key's owner, if the key is valid (else 401) and agents.access allows it `ability` (else 403)."""
+    """The key's owner, if the key is valid (else 401), within its rate limits (else 429) and agents.access allows
+    it `ability` (else 403)."""
     api_key = authenticate(header.removeprefix("Bearer ").strip())
     if api_key is None:
         raise ApiError(401, "Invalid API key.", type="authentication_error", code="invalid_api_key")
+    exceeded = rate_limits.api_request(api_key)
+    if exceeded is not None:
+        raise ApiError.rate_limited(exceeded)
     refused = refusal(api_key.user, ability, scopes=api_key.scopes)
     if refused is not None:
         code = "insufficient_scope" if refused.missing_scopes else "insufficient_permissions"

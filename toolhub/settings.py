@@ -194,6 +194,19 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# The cache holds the rate limits' counts (toolhub/rate_limits.py): shared by every process through Redis on the
+# scaled path, the process's own memory on the embedded default. Short timeouts: a Redis fault must not hang requests.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": os.environ.get("TOOLHUB_CHANNEL_PREFIX", "toolhub"),
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL or "memory://")
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL or "cache+memory://")
@@ -310,6 +323,11 @@ TOOLHUB_MAX_EXAMPLES_PER_TOOL = env_int("TOOLHUB_MAX_EXAMPLES_PER_TOOL", 50)
 TOOLHUB_API_MAX_BODY_BYTES = env_int("TOOLHUB_API_MAX_BODY_BYTES", 1024 * 1024)
 TOOLHUB_API_MAX_JSON_DEPTH = env_int("TOOLHUB_API_MAX_JSON_DEPTH", 64)
 TOOLHUB_API_MAX_MESSAGES = env_int("TOOLHUB_API_MAX_MESSAGES", 1000)
+# Requests per minute (toolhub/rate_limits.py; 0 = no limit): per API key and per user (all their keys) on /v1 and
+# /mcp, answered 429 with Retry-After past them; login POSTs per client address.
+TOOLHUB_RATE_LIMIT_PER_MINUTE = env_int("TOOLHUB_RATE_LIMIT_PER_MINUTE", 600)
+TOOLHUB_USER_RATE_LIMIT_PER_MINUTE = env_int("TOOLHUB_USER_RATE_LIMIT_PER_MINUTE", 1200)
+TOOLHUB_LOGIN_RATE_LIMIT_PER_MINUTE = env_int("TOOLHUB_LOGIN_RATE_LIMIT_PER_MINUTE", 20)
 TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
 # An API request may declare at most this many client tools (OpenAI's own cap is 128).
 TOOLHUB_MAX_CLIENT_TOOLS = env_int("TOOLHUB_MAX_CLIENT_TOOLS", 128)
