@@ -1,4 +1,5 @@
-"""The OpenAI-compatible API: POST /v1/chat/completions (JSON or SSE), GET /v1/models and /v1/models/<id>.
+"""The OpenAI-compatible API: POST /v1/chat/completions (JSON or SSE), GET /v1/models and /v1/models/<id>,
+and its description, GET /v1/openapi.json (agents.openapi).
 
 Thin: authenticate, validate, store the conversation and a queued turn in one
 transaction, start the turn, then relay the turn's events (agents.completions).
@@ -35,6 +36,7 @@ from .approvals import ApprovalClosed, decide_approval
 from .client_tools import ClientToolError, check_name_conflicts, check_transcript, parse_client_tools
 from .completions import completion, sse_stream
 from .models import Conversation, Message, ModelProfile, ToolApproval
+from .openapi import openapi_document
 from .runtime import default_profile
 from .turns import create_turn
 
@@ -71,7 +73,8 @@ def parse_request(body: bytes) -> dict:
         raise ApiError(400, "messages must be a non-empty array.", param="messages")
     parsed = []
     for index, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
+        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(role, str) or role not in ROLES:  # a list or object role is unhashable: check the type first
             raise ApiError(400, f"messages[{index}] needs a role: one of {', '.join(sorted(ROLES))}.", param="messages")
         parsed.append(
             {
@@ -282,3 +285,10 @@ async def models(request):
     names = await sync_to_async(model_names)()
     data = [model_object(name) for name in names]
     return JsonResponse({"object": "list", "data": data})
+
+
+def openapi(request):
+    """GET /v1/openapi.json: the OpenAPI 3.1 description of /v1 (public, like the API's documentation)."""
+    if request.method not in {"GET", "HEAD"}:
+        return ApiError(405, "Use GET for /v1/openapi.json.").response()
+    return JsonResponse(openapi_document())
