@@ -102,3 +102,11 @@ async def test_mcp_answers_have_the_policy(settings):
 
     await with_policy(app)({"type": "http", "path": "/mcp"}, None, send)
     assert (b"content-security-policy", settings.TOOLHUB_CONTENT_SECURITY_POLICY.encode()) in sent[0]["headers"]
+
+
+def test_djangos_debug_error_pages_keep_their_inline_code_and_api_errors_their_policy(client, settings):
+    settings.DEBUG = True
+    client.force_login(make_user())
+    assert "Content-Security-Policy" not in client.get("/no-such-page/")
+    assert "Content-Security-Policy" in client.get("/v1/no-such-path")
+    assert "Content-Security-Policy" in client.get("/login/")

@@ -5,7 +5,8 @@ scripts, styles, fonts and connections from this origin only ('self' also covers
 ws:/wss: to this host, the console's WebSocket), images and audio also as data:
 URLs (MCP results), no plugins, no framing. Never allows inline scripts or styles:
 templates load static/ files, htmx is told not to inject its indicator style
-(templates/base.html's htmx-config). An empty policy sends no header.
+(templates/base.html's htmx-config). An empty policy sends no header; nor do
+Django's debug error pages (DEBUG only), which need their inline code.
 """
 
 from django.conf import settings
@@ -25,9 +26,15 @@ class ContentSecurityPolicyMiddleware:
     def __call__(self, request):
         response = self.get_response(request)
         policy = settings.TOOLHUB_CONTENT_SECURITY_POLICY
-        if policy and HEADER not in response and REPORT_ONLY_HEADER not in response:
-            response[header_name()] = policy
+        if not policy or HEADER in response or REPORT_ONLY_HEADER in response or is_debug_page(response):
+            return response
+        response[header_name()] = policy
         return response
+
+
+def is_debug_page(response) -> bool:
+    """Django's technical 404 and 500 pages (DEBUG only) style and script inline: left without a policy."""
+    return settings.DEBUG and response.status_code >= 400 and response.get("Content-Type", "").startswith("text/html")
 
 
 def with_policy(app):
