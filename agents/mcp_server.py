@@ -21,8 +21,8 @@ or denied tool, or one that requires an operator's approval (not offered over
 MCP), is a JSON-RPC error (-32602) saying why. Never serves a request without a
 valid API key (401), nor one its key's owner or scopes do not allow (403,
 agents.mcp_access), nor one past its key's or owner's rate limit (429 with
-Retry-After, toolhub.rate_limits). A session is bound to the key that opened it (the SDK
-answers 404 to another key).
+Retry-After, toolhub.rate_limits). A session is bound to the key that opened
+it (the SDK answers 404 to another key).
 """
 
 from __future__ import annotations
