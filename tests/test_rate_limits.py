@@ -137,3 +137,9 @@ def test_login_posts_past_the_limit_are_429_with_retry_after(client, clock, sett
     assert client.get("/login/").status_code == 200  # the form still shows
     clock.now = WINDOW_START + 60
     assert client.post("/login/", {"username": "ops", "password": "a-long-test-password"}).status_code == 302
+
+
+def test_an_unreachable_cache_lets_requests_through(settings):
+    down = {"LOCATION": "redis://127.0.0.1:1/0", "OPTIONS": {"socket_connect_timeout": 1}}
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", **down}}
+    assert [rate_limits.take("down", limit=1, what="API key") for _ in range(3)] == [None, None, None]
