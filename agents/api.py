@@ -1,4 +1,5 @@
-"""The OpenAI-compatible API: POST /v1/chat/completions (JSON or SSE), GET /v1/models and /v1/models/<id>.
+"""The OpenAI-compatible API: POST /v1/chat/completions (JSON or SSE), GET /v1/models and /v1/models/<id>,
+and its description, GET /v1/openapi.json (agents.openapi).
 
 `model` names a model profile (or `toolhub`, the default one; absent: `toolhub`); each profile calls its
 own upstream model. An answer's `model` is the upstream model that answered, or
@@ -28,6 +29,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 
 from catalog.models import Tool
 from catalog.tokens import count_tokens
+from toolhub import rate_limits
 
 from . import memory, prompt
 from .access import DECIDE_APPROVAL, LIST_MODELS, START_TURN, Ability, refusal
@@ -38,6 +40,7 @@ from .approvals import ApprovalClosed, decide_approval
 from .client_tools import ClientToolError, check_name_conflicts, check_transcript, parse_client_tools
 from .completions import completion, sse_stream
 from .models import Conversation, Message, ModelProfile, ToolApproval
+from .openapi import openapi_document
 from .providers import upstream_of
 from .runtime import default_profile
 from .turns import create_turn
@@ -75,7 +78,8 @@ def parse_request(body: bytes) -> dict:
         raise ApiError(400, "messages must be a non-empty array.", param="messages")
     parsed = []
     for index, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ROLES:
+        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(role, str) or role not in ROLES:  # a list or object role is unhashable: check the type first
             raise ApiError(400, f"messages[{index}] needs a role: one of {', '.join(sorted(ROLES))}.", param="messages")
         parsed.append(
             {
@@ -202,10 +206,14 @@ def start_turn(user, request: dict):
 
 
 def _authorize(header: str, ability: Ability):
-    """The key's owner, if the key is valid (else 401) and agents.access allows it `ability` (else 403)."""
+    """The key's owner, if the key is valid (else 401), within its rate limits (else 429) and agents.access allows
+    it `ability` (else 403)."""
     api_key = authenticate(header.removeprefix("Bearer ").strip())
     if api_key is None:
         raise ApiError(401, "Invalid API key.", type="authentication_error", code="invalid_api_key")
+    exceeded = rate_limits.api_request(api_key)
+    if exceeded is not None:
+        raise ApiError.rate_limited(exceeded)
     refused = refusal(api_key.user, ability, scopes=api_key.scopes)
     if refused is not None:
         code = "insufficient_scope" if refused.missing_scopes else "insufficient_permissions"
@@ -308,3 +316,10 @@ async def models(request):
     except ApiError as error:
         return error.response()
     return JsonResponse({"object": "list", "data": await sync_to_async(model_objects)()})
+
+
+def openapi(request):
+    """GET /v1/openapi.json: the OpenAPI 3.1 description of /v1 (public, like the API's documentation)."""
+    if request.method not in {"GET", "HEAD"}:
+        return ApiError(405, "Use GET for /v1/openapi.json.").response()
+    return JsonResponse(openapi_document())

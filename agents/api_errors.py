@@ -6,20 +6,28 @@ Plain values only; never renders a failure as an answer.
 
 from django.http import JsonResponse
 
+from toolhub.rate_limits import Exceeded
+
 from .client_tools import ClientToolError
 from .events import FailureReason
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error", param=None, code=None):
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error", param=None, code=None,
+                 headers: dict | None = None):  # fmt: skip
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.headers = headers or {}
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
     def response(self) -> JsonResponse:
-        return JsonResponse(self.body(), status=self.status)
+        return JsonResponse(self.body(), status=self.status, headers=self.headers)
+
+    @classmethod
+    def rate_limited(cls, exceeded: Exceeded) -> "ApiError":
+        return cls(429, exceeded.message, type="rate_limit_error", code="rate_limit_exceeded", headers=exceeded.headers)
 
     @classmethod
     def of(cls, problem: ClientToolError) -> "ApiError":

@@ -89,7 +89,8 @@ def _message_type_error(message: dict, index: int) -> str | None:
         return f"{where}.content must be a string, a list of content parts or null."
     if isinstance(content, list):
         for part_index, part in enumerate(content):
-            if not isinstance(part, dict) or part.get("type") not in CONTENT_PART_TYPES:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if not isinstance(kind, str) or kind not in CONTENT_PART_TYPES:  # a list or object type is unhashable
                 return f'{where}.content[{part_index}] must be an object of type "text".'
             if not isinstance(part.get("text", ""), str):
                 return f"{where}.content[{part_index}].text must be a string."

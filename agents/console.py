@@ -184,14 +184,16 @@ def shown_block(block: dict) -> dict | None:
 
 
 def budget_bar(figures: dict | None) -> dict | None:
-    """The budget event's figures with each part's share of the window, in percent, for the bar."""
+    """The budget event's figures with each part's share of the window and start on the bar, in percent."""
     if not figures:
         return None
     window = max(figures["window"], 1)
-    parts = [
-        {"name": name, "tokens": figures[name], "percent": round(100 * max(figures[name], 0) / window, 2)}
-        for name in ("system", "tools", "knowledge", "memory", "reserve")
-    ]
+    parts, offset = [], 0.0
+    for name in ("system", "tools", "knowledge", "memory", "reserve"):
+        percent = round(100 * max(figures[name], 0) / window, 2)
+        # offset: where the part starts on the bar (an SVG rect's x: the Content-Security-Policy allows no style="")
+        parts.append({"name": name, "tokens": figures[name], "percent": percent, "offset": round(offset, 2)})
+        offset += percent
     return {**figures, "parts": parts, "over": figures["free"] < 0}
 
 

@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 from .access import CALL_TOOL, USE_MCP, Refusal, refusal
 
 FORBIDDEN = -32003  # JSON-RPC implementation-defined server error (-32000..-32099): not allowed for this key
+RATE_LIMITED = -32029  # the same range: past the key's or its owner's requests per minute (HTTP 429)
 TOOLS_CALL = "tools/call"
 
 

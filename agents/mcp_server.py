@@ -20,8 +20,9 @@ Never lists or runs a tool that policy denies or that has no policy: an unknown
 or denied tool, or one that requires an operator's approval (not offered over
 MCP), is a JSON-RPC error (-32602) saying why. Never serves a request without a
 valid API key (401), nor one its key's owner or scopes do not allow (403,
-agents.mcp_access). A session is bound to the key that opened it (the SDK
-answers 404 to another key).
+agents.mcp_access), nor one past its key's or owner's rate limit (429 with
+Retry-After, toolhub.rate_limits). A session is bound to the key that opened
+it (the SDK answers 404 to another key).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from mcp.shared.exceptions import MCPError
 
 from catalog.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
 from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
+from toolhub import rate_limits
 
 from . import mcp_access
 from .api_keys import authenticate
@@ -334,6 +336,11 @@ class McpEndpoint:
         api_key = await sync_to_async(authenticate)(auth.removeprefix("Bearer ").strip())
         if api_key is None:
             await _send_json(send, 401, {"error": "Invalid API key."}, headers=((b"www-authenticate", b"Bearer"),))
+            return
+        exceeded = await sync_to_async(rate_limits.api_request)(api_key)
+        if exceeded is not None:  # 429 with a JSON-RPC error; the body is not read, so no request id
+            await _send_json(send, 429, mcp_access.jsonrpc_error(None, mcp_access.RATE_LIMITED, exceeded.message),
+                             headers=((b"retry-after", str(exceeded.retry_after).encode()),))  # fmt: skip
             return
         denial, receive = await mcp_access.check(api_key, scope, receive)  # 403: the key's owner or scopes
         if denial is not None:

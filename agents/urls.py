@@ -15,6 +15,7 @@ urlpatterns = [
     path("workflows/<int:workflow_id>/cancel", views.workflow_cancel, name="workflow-cancel"),
     # The API authenticates with bearer keys, not cookies, so CSRF does not apply.
     path("v1/chat/completions", csrf_exempt(api.chat_completions), name="api-chat-completions"),
+    path("v1/openapi.json", api.openapi, name="api-openapi"),
     path("v1/models", api.models, name="api-models"),
     path("v1/models/<str:model_id>", api.model, name="api-model"),
     path("v1/approvals/<int:approval_id>", csrf_exempt(api.approval), name="api-approval"),

@@ -106,6 +106,17 @@ def _fast_password_hashing(request, settings):
         settings.PASSWORD_HASHERS = FAST_PASSWORD_HASHERS
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rate_limit_counts():
+    """Rate limit counts (toolhub/rate_limits.py) start at zero in each test: ids repeat across rolled-back tests.
+    Only the in-process cache is cleared; clearing Redis would empty the channel layer's and the broker's db too."""
+    from django.core.cache import caches
+    from django.core.cache.backends.locmem import LocMemCache
+
+    if isinstance(caches["default"], LocMemCache):
+        caches["default"].clear()
+
+
 def pytest_report_header(config):
     database = settings.DATABASES["default"]
     where = f"{database.get('HOST') or 'local'}:{database.get('PORT') or '-'}" if database.get("HOST") else "file"

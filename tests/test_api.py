@@ -45,6 +45,8 @@ def test_no_key_or_a_wrong_key_is_401(client, key):
         ({"messages": []}, "messages", "non-empty array"),
         ({"messages": "hello"}, "messages", "non-empty array"),
         ({"messages": [{"role": "robot", "content": "x"}]}, "messages", "needs a role"),
+        ({"messages": [{"role": ["user"], "content": "x"}]}, "messages", "needs a role"),  # found by the fuzz test
+        ({"messages": [{"role": {"user": 1}, "content": "x"}]}, "messages", "needs a role"),
         ({"messages": [{"role": "user", "content": 42}]}, "messages", "must be a string"),
         ({"messages": [{"role": "assistant", "content": "hi"}]}, "messages", "last message must be"),
         ({"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}, "stream", "stream must be a bool"),

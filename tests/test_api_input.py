@@ -88,6 +88,9 @@ def test_more_messages_than_the_cap_is_400(client, key, settings):
         ),
         ({"role": "user", "content": {"text": "hi"}}, "messages[0].content must be a string"),
         ({"role": "user", "content": [{"type": "image_url"}]}, "messages[0].content[0] must be an object of type"),
+        # found by the fuzz test (tests/test_api_fuzz.py): an unhashable part type was a 500
+        ({"role": "user", "content": [{"type": ["text"]}]}, "messages[0].content[0] must be an object of type"),
+        ({"role": "user", "content": [{"type": {"text": 1}}]}, "messages[0].content[0] must be an object of type"),
         ({"role": "tool", "content": "42", "tool_call_id": 5}, "messages[0].tool_call_id must be a string"),
     ],
 )

@@ -147,6 +147,7 @@ RULES = {
         "/v1/chat/completions",
         {"GET": everyone(405), "POST": needs("operator", 404, anonymous=401)},
     ),
+    "v1/openapi.json": ("/v1/openapi.json", {"GET": everyone(200), "POST": everyone(405)}),
     "v1/models": ("/v1/models", {"GET": needs("viewer", 200, anonymous=401), "POST": everyone(405)}),
     "v1/models/<str:model_id>": (
         "/v1/models/toolhub",

@@ -20,11 +20,12 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from agents.mcp_server import McpEndpoint, path_router  # noqa: E402
 from agents.router import warm_up_in_background  # noqa: E402
 from agents.routing import websocket_urlpatterns  # noqa: E402
+from toolhub.csp import with_policy  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         # /mcp is routed by path before Django: the MCP SDK serves it (streamable HTTP, API key auth).
-        "http": path_router(django_asgi_app, McpEndpoint(), path="/mcp"),
+        "http": path_router(django_asgi_app, with_policy(McpEndpoint()), path="/mcp"),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -106,6 +106,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "toolhub.csp.ContentSecurityPolicyMiddleware",
     # Outermost of the app's own: whatever goes wrong below, /v1 answers OpenAI-style JSON.
     "agents.api_middleware.ApiErrorMiddleware",
     "toolhub.db_pool.PoolExhaustedMiddleware",
@@ -194,6 +195,19 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# The cache holds the rate limits' counts (toolhub/rate_limits.py): shared by every process through Redis on the
+# scaled path, the process's own memory on the embedded default. Short timeouts: a Redis fault must not hang requests.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": os.environ.get("TOOLHUB_CHANNEL_PREFIX", "toolhub"),
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL or "memory://")
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL or "cache+memory://")
@@ -313,6 +327,11 @@ TOOLHUB_MAX_EXAMPLES_PER_TOOL = env_int("TOOLHUB_MAX_EXAMPLES_PER_TOOL", 50)
 TOOLHUB_API_MAX_BODY_BYTES = env_int("TOOLHUB_API_MAX_BODY_BYTES", 1024 * 1024)
 TOOLHUB_API_MAX_JSON_DEPTH = env_int("TOOLHUB_API_MAX_JSON_DEPTH", 64)
 TOOLHUB_API_MAX_MESSAGES = env_int("TOOLHUB_API_MAX_MESSAGES", 1000)
+# Requests per minute (toolhub/rate_limits.py; 0 = no limit): per API key and per user (all their keys) on /v1 and
+# /mcp, answered 429 with Retry-After past them; login POSTs per client address.
+TOOLHUB_RATE_LIMIT_PER_MINUTE = env_int("TOOLHUB_RATE_LIMIT_PER_MINUTE", 600)
+TOOLHUB_USER_RATE_LIMIT_PER_MINUTE = env_int("TOOLHUB_USER_RATE_LIMIT_PER_MINUTE", 1200)
+TOOLHUB_LOGIN_RATE_LIMIT_PER_MINUTE = env_int("TOOLHUB_LOGIN_RATE_LIMIT_PER_MINUTE", 20)
 TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
 # An API request may declare at most this many client tools (OpenAI's own cap is 128).
 TOOLHUB_MAX_CLIENT_TOOLS = env_int("TOOLHUB_MAX_CLIENT_TOOLS", 128)
@@ -369,6 +388,17 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", PRODUCTION)
 if env_bool("TOOLHUB_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy of every response (toolhub/csp.py): TOOLHUB_CSP replaces the whole policy, "off" sends
+# none; TOOLHUB_CSP_REPORT_ONLY=1 sends it as Content-Security-Policy-Report-Only. CSP Level 3's 'self' in
+# connect-src also allows ws:/wss: to this host (the console's WebSocket). data: images and audio: MCP results.
+TOOLHUB_DEFAULT_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+_CSP = os.environ.get("TOOLHUB_CSP") or TOOLHUB_DEFAULT_CSP
+TOOLHUB_CONTENT_SECURITY_POLICY = "" if _CSP.strip().lower() == "off" else _CSP
+TOOLHUB_CSP_REPORT_ONLY = env_bool("TOOLHUB_CSP_REPORT_ONLY", False)
 
 LOGGING = {
     "version": 1,

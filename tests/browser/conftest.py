@@ -122,20 +122,30 @@ def browser():
 
 @pytest.fixture
 def new_page(browser, browser_stack):
-    """Open another page in a fresh context (its own cookies): `new_page(width=390)`."""
-    contexts = []
+    """Open another page in a fresh context (its own cookies): `new_page(width=390)`.
+
+    Every page of every browser test is watched for Content-Security-Policy violations (toolhub/csp.py): the
+    test fails on any console message about one, so htmx, the vendored scripts and the templates stay within it.
+    """
+    contexts, violations = [], []
+
+    def watch(message):
+        if "Content Security Policy" in message.text:
+            violations.append(f"{message.page.url if message.page else '?'}: {message.text}")
 
     def open_page(viewport=WIDE):
         context = browser.new_context(viewport=viewport, base_url=browser_stack.url)
         # The first turn of a fresh worker waits for the router's warm-up (the example index, its
         # diacritic-free copy included, embedded at start): over 20 s on a loaded host.
         context.set_default_timeout(60_000)
+        context.on("console", watch)
         contexts.append(context)
         return context.new_page()
 
     yield open_page
     for context in contexts:
         context.close()
+    assert violations == [], "Content-Security-Policy violations:\n" + "\n".join(violations)
 
 
 @pytest.fixture
