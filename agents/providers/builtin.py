@@ -98,7 +98,7 @@ class BuiltinProvider:
             filled = fill_arguments(parameters[name], request)
             if filled.missing:
                 questions.append(question_for(name, filled.missing, parameters[name]))
-            elif not results and (main or filled.arguments or name in settings.TOOLHUB_CLOCK_TOOLS):
+            elif not results and (main or _names_values(filled, request) or name in answer_tools()):
                 calls.append(_call(len(calls), name, filled))
         if not results and candidates and candidates[0] not in {call.name for call in calls}:
             calls = []  # the request's own tool lacks a value: ask first, answer the rest with it
@@ -148,6 +148,17 @@ class BuiltinProvider:
         for start in range(0, len(text), 80):
             yield ModelChunk(content=text[start : start + 80])
         yield ModelChunk(finish_reason="stop")
+
+
+def answer_tools() -> frozenset[str]:
+    """Tools the steward recommends for an intent (time, real-time), not for a value the request names."""
+    return frozenset((*settings.TOOLHUB_CLOCK_TOOLS, settings.TOOLHUB_WEB_SEARCH_TOOL))
+
+
+def _names_values(filled: Filled, request: Request) -> bool:
+    """Whether the request names a value the tool needs (the whole request as a search text does not count)."""
+    whole = {text.strip()[:200] for text in request.texts}
+    return any(value not in whole for value in filled.arguments.values())
 
 
 class _Plan:

@@ -73,14 +73,18 @@ def numbers(text: str) -> list[tuple[float, int, int]]:
         found.append((value, match.start(1), match.end()))
     for match in NUMBER_WORD.finditer(masked):
         value = _words_value(match.group(0))
-        if value is not None:
+        overlaps = any(start < match.end() and match.start() < end for _, start, end in found)
+        if value is not None and not overlaps:
             found.append((float(value), match.start(), match.end()))
     return sorted(found, key=lambda item: item[1])
 
 
 def _words_value(phrase: str) -> int | None:
     total, current, seen = 0, 0, False
-    for word in re.findall(r"[a-z]+", phrase.lower()):
+    words = re.findall(r"[a-z]+", phrase.lower())
+    if not any(word in UNITS or word in TENS for word in words):
+        return None  # "million" alone scales a figure; it is not one
+    for word in words:
         if word in UNITS:
             current += UNITS[word]
         elif word in TENS:

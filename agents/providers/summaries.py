@@ -46,7 +46,8 @@ def summarise(tool: str, result) -> str:
         shown = "; ".join(_item(item) for item in items[:MAX_ITEMS])
         more = f" (showing {min(len(items), MAX_ITEMS)} of {total or len(items)})" if (total or len(items)) > min(
             len(items), MAX_ITEMS) else ""  # fmt: skip
-        return f"{tool} found {total if isinstance(total, int) else len(items)} {key}{more}: {shown}."
+        count = total if isinstance(total, int) else len(items)
+        return f"{tool} found {count} {key[:-1] if count == 1 and key.endswith('s') else key}{more}: {shown}."
     if isinstance(result, dict):
         fields = _fields(result)
         return f"{tool} returned {fields}." if fields else f"{tool} finished with no details."
