@@ -3,12 +3,20 @@ follow-ups, and answers (a tool's result stands alone; without one, the knowledg
 
 import datetime
 import json
+import sys
 
+import pytest
 from django.utils import timezone
 
+from agents import runtime
+from agents.models import Conversation, Message, ToolApproval, Turn, Workflow
 from agents.providers import TurnHints
 from agents.providers.arguments import Request, fill_arguments
 from agents.providers.builtin import BuiltinProvider
+from agents.turns import create_turn
+from catalog.mcp_sync import sync_server
+from catalog.models import McpServer
+from tests.builders import make_user
 
 SNIPPET = {"title": "Time zones", "text": "Stores run on Asia/Ho_Chi_Minh.", "source": "wiki/tz"}
 
@@ -175,3 +183,62 @@ def test_a_result_is_summarised_in_a_sentence():
     ]  # fmt: skip
     text = answer(messages, TurnHints(user_text="list campaigns"))
     assert text == "list_campaigns found 1 item: Tết double points (cmp_tet2026a, active)."
+
+
+# --- full turns with the builtin model -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def builtin_conversation(demo_catalog, counted_embedder, settings):
+    settings.TOOLHUB_MODEL_PROVIDER = "builtin"
+    return Conversation.objects.create(owner=make_user())
+
+
+def run(conversation, text) -> Turn:
+    turn = create_turn(conversation, text)
+    runtime.run_turn(turn.id)
+    turn.refresh_from_db()
+    return turn
+
+
+def final_answer(turn) -> str:
+    return Message.objects.filter(turn=turn, role=Message.Role.ASSISTANT).exclude(content="").last().content
+
+
+@pytest.mark.django_db
+def test_a_risky_tool_called_by_the_builtin_model_waits_on_the_approval_screen(builtin_conversation):
+    turn = run(builtin_conversation, "restart the web container")
+    assert turn.status == Turn.Status.WAITING
+    approval = ToolApproval.objects.get(turn=turn)
+    assert (approval.tool_name, approval.arguments) == ("restart_container", {"container": "web"})
+
+
+@pytest.mark.django_db
+def test_a_turn_asks_then_the_reply_runs_the_tool_it_asked_about(builtin_conversation):
+    first = run(builtin_conversation, "how many points does the member have")
+    assert "member_id" in final_answer(first) and final_answer(first).endswith("?")
+    assert not Message.objects.filter(turn=first).exclude(tool_calls=[]).exists()
+    second = run(builtin_conversation, "mem_lan00001")
+    calls = [c for m in Message.objects.filter(turn=second) for c in m.tool_calls]
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
+        ("get_member_balance", {"member_id": "mem_lan00001"})]
+
+
+@pytest.mark.django_db
+def test_the_staged_rule_flow_is_walked_with_the_builtin_model_up_to_its_approval(builtin_conversation, tmp_path):
+    server = McpServer.objects.create(
+        name="loyalty", command=sys.executable,
+        args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3")],
+    )  # fmt: skip
+    assert sync_server(server).ok
+    run(builtin_conversation, "Create a rule for campaign cmp_bday0001 named 'Birthday triple points'")
+    workflow = Workflow.objects.get(conversation=builtin_conversation)
+    assert workflow.phase == "rule_formula" and workflow.state["ids"]["draft_id"].startswith("drf_")
+    chose = run(builtin_conversation, "multiplier")
+    assert final_answer(chose).endswith("what is the formula.factor (a number above 1 up to 10)?")
+    run(builtin_conversation, "factor 3")
+    run(builtin_conversation, "birthday_month = 5")
+    assert Workflow.objects.get(pk=workflow.pk).phase == "rule_submit"
+    submit = run(builtin_conversation, "submit the rule")
+    assert submit.status == Turn.Status.WAITING
+    assert ToolApproval.objects.get(turn=submit).tool_name == "submit_rule"

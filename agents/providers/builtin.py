@@ -156,9 +156,10 @@ def answer_tools() -> frozenset[str]:
 
 
 def _names_values(filled: Filled, request: Request) -> bool:
-    """Whether the request names a value the tool needs (the whole request as a search text does not count)."""
-    whole = {text.strip()[:200] for text in request.texts}
-    return any(value not in whole for value in filled.arguments.values())
+    """Whether the request names a value the tool needs (neither the whole request as a search text nor an id
+    the workflow kept counts)."""
+    given = [*(text.strip()[:200] for text in request.texts), *request.known.values()]
+    return any(value not in given for value in filled.arguments.values())
 
 
 class _Plan:

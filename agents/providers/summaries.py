@@ -32,6 +32,8 @@ def describe(tool: str, result) -> str:
         return "\n".join(lines) if result["results"] else "The web search found nothing."
     if isinstance(result, str):
         return result
+    if isinstance(result, dict) and isinstance(result.get("chosen"), dict):  # a staged step's type choice
+        return "Chose " + ", ".join(f"{name} type {kind}" for name, kind in result["chosen"].items()) + "."
     return summarise(tool, result)
 
 
@@ -114,9 +116,21 @@ def value_hint(prop: dict) -> str:
     sentence = re.split(r"(?<=[.;])\s", description)[0].rstrip(".;") if description else ""
     if sentence and "e.g." not in sentence and re.search(r"e\.g\.", description):
         sentence = description.rstrip(".")
+    if not sentence and _kinds(prop) & {"number", "integer"}:
+        sentence = " ".join(["a number" if "number" in _kinds(prop) else "a whole number", *_bounds(prop)])
     if prop.get("pattern") and "e.g." not in sentence:
         sentence = f"{sentence}, matching {prop['pattern']}" if sentence else f"matching {prop['pattern']}"
     return sentence[:160]
+
+
+def _kinds(prop: dict) -> set:
+    kinds = prop.get("type")
+    return set(kinds) if isinstance(kinds, list) else {kinds}
+
+
+def _bounds(prop: dict) -> list[str]:
+    words = {"minimum": "from", "exclusiveMinimum": "above", "maximum": "up to", "exclusiveMaximum": "below"}
+    return [f"{word} {prop[key]}" for key, word in words.items() if isinstance(prop.get(key), int | float)]
 
 
 def _tag(option) -> str | None:
