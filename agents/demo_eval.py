@@ -45,9 +45,7 @@ class CaseResult:
 def domain_cases(cases: list[dict], domain: str) -> list[tuple[dict, tuple[str, ...]]]:
     """(case, its expected tools of `domain`) for each case expecting a tool whose policy names the domain."""
     wanted = {name for case in cases for name in _expected(case)}
-    in_domain = set(
-        Tool.objects.filter(name__in=wanted, policy__domains__name=domain).values_list("name", flat=True)
-    )
+    in_domain = set(Tool.objects.filter(name__in=wanted, policy__domains__name=domain).values_list("name", flat=True))
     chosen = []
     for case in cases:
         expected = tuple(name for name in _expected(case) if name in in_domain)
@@ -136,6 +134,7 @@ def summary(results: list[CaseResult]) -> dict:
         "rate": round(passed / len(results), 3) if results else 0.0,
         "called": sum(result.how == "called" for result in results),
         "asked": sum(result.how == "asked" for result in results),
-        "per_lang": {lang: {"cases": n, "passed": p, "rate": round(p / n, 3)} for lang, (p, n) in sorted(
-            per_lang.items())},  # fmt: skip
+        "per_lang": {
+            lang: {"cases": n, "passed": p, "rate": round(p / n, 3)} for lang, (p, n) in sorted(per_lang.items())
+        },  # fmt: skip
     }

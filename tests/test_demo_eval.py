@@ -38,7 +38,8 @@ def test_the_domains_cases_are_those_expecting_a_tool_of_the_domain(demo_catalog
         {"id": "c", "query": "q", "expect": {"excludes": ["merge_members"]}},
     ]
     assert [(case["id"], expected) for case, expected in domain_cases(cases, "loyalty")] == [
-        ("a", ("get_member_balance",))]
+        ("a", ("get_member_balance",))
+    ]
 
 
 @pytest.mark.django_db

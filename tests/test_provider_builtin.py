@@ -58,12 +58,16 @@ def fill(parameters, *texts, known=None):
 
 def test_ids_are_read_by_their_pattern_and_a_number_and_a_reason_beside_them():
     assert fill(AWARD, "award 150 points to mem_lan00001 for the spring survey") == (
-        {"member_id": "mem_lan00001", "points": 150, "reason": "the spring survey"}, [])
+        {"member_id": "mem_lan00001", "points": 150, "reason": "the spring survey"},
+        [],
+    )
 
 
 def test_an_id_of_another_form_is_not_taken_for_the_patterned_one():
     assert fill(AWARD, "award 150 points to member M-55 for the survey") == (
-        {"points": 150, "reason": "the survey"}, ["member_id"])
+        {"points": 150, "reason": "the survey"},
+        ["member_id"],
+    )
 
 
 def test_an_id_without_a_pattern_is_read_by_its_examples_prefix_or_by_the_word_naming_it():
@@ -221,7 +225,8 @@ def test_a_turn_asks_then_the_reply_runs_the_tool_it_asked_about(builtin_convers
     second = run(builtin_conversation, "mem_lan00001")
     calls = [c for m in Message.objects.filter(turn=second) for c in m.tool_calls]
     assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
-        ("get_member_balance", {"member_id": "mem_lan00001"})]
+        ("get_member_balance", {"member_id": "mem_lan00001"})
+    ]
 
 
 @pytest.mark.django_db

@@ -223,8 +223,11 @@ def _word_before(text: str, at: int) -> str:
 
 
 def _labels(name: str) -> set[str]:
-    words = [w for w in name.lower().split("_") if w and w not in ID_WORDS and w not in ("from", "to", "source",
-                                                                                           "target", "new", "old")]
+    words = [
+        w
+        for w in name.lower().split("_")
+        if w and w not in ID_WORDS and w not in ("from", "to", "source", "target", "new", "old")
+    ]
     words = words or [w for w in name.lower().split("_") if w]
     return {w for word in words for w in (word, word + "s", word + "es")}
 

@@ -31,9 +31,8 @@ UNITS = {w: i for i, w in enumerate("zero one two three four five six seven eigh
                                     "fourteen fifteen sixteen seventeen eighteen nineteen".split())}  # fmt: skip
 TENS = {w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())}
 MULTIPLIERS = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
-NUMBER_WORD = re.compile(
-    r"\b(?:(?:%s)(?:[\s-]+(?:and[\s-]+)?)?)+" % "|".join([*UNITS, *TENS, *MULTIPLIERS]), re.IGNORECASE
-)
+_NUMBER_WORDS = "|".join([*UNITS, *TENS, *MULTIPLIERS])
+NUMBER_WORD = re.compile(rf"\b(?:(?:{_NUMBER_WORDS})(?![a-z])(?:[\s-]+(?:and[\s-]+)?)?)+", re.IGNORECASE)
 REASON = re.compile(
     r"(?:\bbecause(?: of)?|\bsince|\bdue to|\bfor|\bas|\breason:?|\bvì|\bdo|\blý do:?|\bbởi vì|,|;|—| - )\s+"
     r"([^,;]{5,})$",
@@ -68,7 +67,8 @@ def numbers(text: str) -> list[tuple[float, int, int]]:
     found = []
     for match in AMOUNT.finditer(masked):
         digits, unit = match.group(1), (match.group(2) or "").lower()
-        plain = digits.replace(",", "") if "," in digits else digits.replace(".", "") if digits.count(".") > 1 else digits
+        grouped = "," in digits or digits.count(".") > 1  # 1,250,000 or 1.200.000
+        plain = digits.replace(",", "").replace(".", "") if grouped else digits
         value = float(plain) * SCALE.get(unit, 1)
         found.append((value, match.start(1), match.end()))
     for match in NUMBER_WORD.finditer(masked):
