@@ -22,8 +22,9 @@ from catalog.bundle import build_bundle, with_client_tools
 from catalog.decision import RoutingDecision
 from catalog.knowledge import select_snippets
 from catalog.mcp_content import non_text
+from catalog.models import READ_ONLY_OPERATIONS
 
-from . import approvals, flows, learning, memory, prompt
+from . import approvals, flows, followups, learning, memory, prompt
 from .budget import token_budget
 from .client_tools import ClientTools
 from .events import TOOL_EXECUTION_PHASE, FailureReason, emit
@@ -164,7 +165,8 @@ class TurnRun:
             bundle = self.build(self.routing.exposed)
             self.status("resumed", "▶ Resuming after the approval decision")
         else:
-            self.analysis = self.consult_steward(user_text)
+            # A short reply to the assistant's question is routed with the request it answers.
+            self.analysis = self.consult_steward("\n".join(followups.continued_requests(history)))
             self.start_flow_if_asked()
             bundle = self.build(self.analysis.recommended_tools)
             self.routing = record_analysis(
@@ -183,7 +185,7 @@ class TurnRun:
         history[user_index] = {**history[user_index], "content": prompt.enrich(
             user_text, recommended=analysis.recommended_tools, context=analysis.context)}  # fmt: skip
         hints = TurnHints(user_text, analysis.recommended_tools, tuple(knowledge), analysis.context,
-                          client_tools=self.client.names)  # fmt: skip
+                          client_tools=self.client.names, **self.workflow_hints(bundle))  # fmt: skip
         self.profile = profile
         if resuming:
             self.settle_decided_calls(history, bundle)
@@ -211,6 +213,17 @@ class TurnRun:
         choices = self.workflow.state.get("choices", {}) if phase else None
         bundle = build_bundle(decision, self.entries, recommended=recommended, choices=choices)
         return with_client_tools(bundle, self.client.definitions)
+
+    def workflow_hints(self, bundle) -> dict:
+        """What a rule-based model may use beside the steward's advice: the workflow step's tools and the ids
+        its earlier steps returned, and which loaded tools only read."""
+        read_only = frozenset(name for name in bundle.loaded_names if (entry := self.entry_of.get(name)) and
+                              entry.policy and entry.policy.operation in READ_ONLY_OPERATIONS)  # fmt: skip
+        if self.workflow is None:
+            return {"read_only_tools": read_only}
+        steps = tuple(name for name in bundle.loaded_names if flows.step_of(self.entry_of.get(name), self.workflow))
+        return {"read_only_tools": read_only, "step_tools": steps, "known_values": dict(self.workflow.state.get(
+            "ids", {}))}  # fmt: skip
 
     def start_flow_if_asked(self) -> None:
         """A confident create whose recommended tools a staged flow stands in for starts that flow."""

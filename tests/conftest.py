@@ -152,6 +152,7 @@ def eager_celery():
 @pytest.fixture
 def counted_embedder(monkeypatch):
     """Replace the dense model with the fast bag-of-words stand-in and record the texts it embeds."""
+    from agents.router import examples
     from catalog import embeddings
     from catalog import search as catalog_search
     from tests.test_search import bag_of_words_embedder
@@ -163,6 +164,9 @@ def counted_embedder(monkeypatch):
         return bag_of_words_embedder(texts)
 
     monkeypatch.setattr(embeddings, "embed_texts", embed)
+    # The routing example index is cached by catalog state, which a demo_catalog copy shares with other tests:
+    # this test builds its own, and the one before it comes back after (its vectors are the real model's).
+    monkeypatch.setattr(examples, "_current", None)
     catalog_search.reset_catalog_index()
     yield calls
     catalog_search.reset_catalog_index()

@@ -152,7 +152,7 @@ def test_the_builtin_model_calls_a_named_or_required_client_tool_with_what_the_r
 def test_the_builtin_model_asks_for_a_missing_value_instead_of_inventing_it():
     chunks = builtin_step("What's the weather like?", [WEATHER], tool_choice=NAMED)
     assert not any(chunk.tool_calls for chunk in chunks)
-    assert "".join(c.content for c in chunks) == "To call get_weather I need location: please tell me the location."
+    assert "".join(c.content for c in chunks) == "To call get_weather I need location: what is the location?"
 
 
 def test_the_builtin_model_leaves_client_tools_alone_on_auto_and_none():

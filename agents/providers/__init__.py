@@ -39,6 +39,9 @@ class TurnHints:
     context: str = ""  # silent enrichment (current time)
     extra: dict = field(default_factory=dict)
     client_tools: tuple[str, ...] = ()  # names of the API client's own tools among `tools`
+    step_tools: tuple[str, ...] = ()  # the active workflow's tools for its current phase
+    read_only_tools: frozenset[str] = frozenset()  # tools whose policy only reads (read, list, search)
+    known_values: dict = field(default_factory=dict)  # values earlier tools returned, kept by the workflow
 
 
 class ModelUnavailable(Exception):
