@@ -49,7 +49,9 @@ run: setup
 # test database per worker; the PostgreSQL stage keeps each file on one worker so a module's
 # servers start once) and print the slowest tests so a regression shows.
 TEST_WORKERS ?= 2
-PYTEST := $(PY) -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS)
+# Bytecode is written even where the environment says not to: without it each worker compiles every module and
+# pytest rewrites the asserts of ~450 modules (test files and plugins) again on every run (collection 8 s -> 4 s).
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS)
 
 test: test-unit test-integration
 
