@@ -6,6 +6,7 @@ whichever side starts first. Never broadcast an event that is not stored.
 """
 
 import asyncio
+import logging
 import os
 import threading
 from functools import partial
@@ -17,8 +18,11 @@ from django.db.models import Max
 
 from .models import TurnEvent
 
+log = logging.getLogger(__name__)
+
 CONSOLE_GROUP = "console"
 MESSAGE_TYPE = "turn.event"  # consumers handle it with a turn_event method
+BROADCAST_TIMEOUT = 10  # seconds a broadcast may wait for the channel layer (Redis) before it is given up
 # The status phase of a tool announcing that it runs (the tools in TOOLHUB_STATUS_TOOLS; web_search by default).
 TOOL_EXECUTION_PHASE = "tool_execution"
 
@@ -65,10 +69,20 @@ def broadcast(event: TurnEvent) -> None:
         for group in (turn_group(event.turn_id), CONSOLE_GROUP):
             await layer.group_send(group, message)
 
-    if isinstance(layer, InMemoryChannelLayer):
-        async_to_sync(send)()
-    else:
-        asyncio.run_coroutine_threadsafe(send(), _sender_loop()).result()
+    # Best effort: the event is stored, and streams read the store whenever the layer is quiet, so a Redis
+    # fault (a restart) delays what they see by a second; it never fails the turn.
+    try:
+        if isinstance(layer, InMemoryChannelLayer):
+            async_to_sync(send)()
+        else:
+            future = asyncio.run_coroutine_threadsafe(send(), _sender_loop())
+            try:
+                future.result(timeout=BROADCAST_TIMEOUT)
+            except TimeoutError:
+                future.cancel()
+                raise
+    except Exception as error:
+        log.warning("event %s of turn %s stored, not broadcast: %r", event.sequence, event.turn_id, error)
 
 
 _sender: tuple[int, asyncio.AbstractEventLoop] | None = None

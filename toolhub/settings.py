@@ -222,6 +222,11 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's consumer, made to survive a Redis restart (toolhub/celery_consumer.py says why it dies otherwise).
+CELERY_WORKER_CONSUMER = "toolhub.celery_consumer:Consumer"
+# A turn in flight keeps running through a broker fault: its events go to PostgreSQL, and a redelivered copy of
+# its task is skipped while the turn's lease is held (agents/watchdog.py).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # Periodic work (django-celery-beat is not used: the schedule lives here).
 WORKFLOW_CLEANUP_INTERVAL_SECONDS = env_int("TOOLHUB_WORKFLOW_CLEANUP_INTERVAL", 300)
 CELERY_BEAT_SCHEDULE = {
