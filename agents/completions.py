@@ -7,6 +7,7 @@ an error frame and then [DONE]. Client tool calls come out as `tool_calls` with 
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 
@@ -24,6 +25,7 @@ from .models import TurnEvent
 from .turns import enqueue_turn
 
 EventType = TurnEvent.Type
+log = logging.getLogger(__name__)
 # While a turn is quiet (a model thinking, a worker being replaced), streams send this every few seconds: an SSE
 # comment line, which SSE parsers (the OpenAI SDKs among them) skip, so proxies and clients see a live connection.
 KEEPALIVE_SECONDS = 5.0
@@ -38,7 +40,7 @@ async def turn_events(turn_id: int, *, start):
     """
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(turn_group(turn_id), channel)
+    listening = await follow(layer.group_add, turn_group(turn_id), channel)
     runner = asyncio.ensure_future(start())
     deadline = time.monotonic() + settings.TOOLHUB_TURN_TIME_LIMIT + 30
     last = 0
@@ -57,9 +59,16 @@ async def turn_events(turn_id: int, *, start):
                 yield KEEPALIVE
                 continue
             while True:  # live events until a gap or a quiet second sends us back to the store
+                if not listening:  # the channel layer failed (Redis restarting): the store alone, every second
+                    await asyncio.sleep(1.0)
+                    break
                 try:
                     message = await asyncio.wait_for(layer.receive(channel), timeout=1.0)
                 except TimeoutError:
+                    break
+                except Exception as error:
+                    log.warning("turn %s: the channel layer failed (%r); reading the stored events", turn_id, error)
+                    listening = False
                     break
                 event = message["event"]
                 if event["sequence"] <= last:
@@ -76,9 +85,19 @@ async def turn_events(turn_id: int, *, start):
             "payload": {"message": "The turn did not finish in time.", "reason": FailureReason.TURN_TIMEOUT},
         }
     finally:
-        await layer.group_discard(turn_group(turn_id), channel)
+        await follow(layer.group_discard, turn_group(turn_id), channel)
         if runner.done() and runner.exception():
             raise runner.exception()
+
+
+async def follow(action, group: str, channel: str) -> bool:
+    """Join or leave the turn's group; False when the channel layer fails (the stream then reads the store)."""
+    try:
+        await action(group, channel)
+        return True
+    except Exception as error:
+        log.warning("channel layer %s(%s) failed: %r", action.__name__, group, error)
+        return False
 
 
 def starter(turn_id: int):
