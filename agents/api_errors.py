@@ -41,6 +41,8 @@ FAILURES = {
     FailureReason.MODEL_TIMEOUT: (504, "api_error", "model_timeout",
                                   "The model server did not answer before its deadline (TOOLHUB_MODEL_TIMEOUT)."),
     FailureReason.TURN_TIMEOUT: (504, "api_error", "turn_timeout", "The turn did not finish in time."),
+    FailureReason.WORKER_LOST: (503, "api_error", "worker_lost",
+                                "The worker running the turn stopped after the answer had begun; send it again."),
     FailureReason.CONTEXT_LENGTH_EXCEEDED: (400, "invalid_request_error", "context_length_exceeded",
                                             "The conversation outgrew the model's context window during the turn."),
     FailureReason.INTERNAL: (500, "server_error", "internal_error", "The turn failed inside toolhub."),

@@ -7,6 +7,7 @@ an error frame and then [DONE]. Client tool calls come out as `tool_calls` with 
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 
@@ -17,41 +18,64 @@ from django.conf import settings
 
 from catalog.tokens import count_tokens
 
+from . import watchdog
 from .api_errors import failure_error
 from .events import FailureReason, stored_events, turn_group
 from .models import TurnEvent
 from .turns import enqueue_turn
 
 EventType = TurnEvent.Type
+log = logging.getLogger(__name__)
+# While a turn is quiet (a model thinking, a worker being replaced), streams send this every few seconds: an SSE
+# comment line, which SSE parsers (the OpenAI SDKs among them) skip, so proxies and clients see a live connection.
+KEEPALIVE_SECONDS = 5.0
+KEEPALIVE = {"type": "keepalive", "sequence": 0, "payload": {}}
 
 
 async def turn_events(turn_id: int, *, start):
-    """The turn's events in order: stored ones first, then live ones; ends after `done`."""
+    """The turn's events in order: stored ones first, then live ones; ends after `done`.
+
+    While the turn is quiet, a KEEPALIVE every KEEPALIVE_SECONDS, each after the watchdog looked at the turn (a
+    turn whose worker died is restarted or failed there, and its end then read from the store).
+    """
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(turn_group(turn_id), channel)
+    listening = await follow(layer.group_add, turn_group(turn_id), channel)
     runner = asyncio.ensure_future(start())
     deadline = time.monotonic() + settings.TOOLHUB_TURN_TIME_LIMIT + 30
     last = 0
+    heard = time.monotonic()
     try:
         while time.monotonic() < deadline:
             # database_sync_to_async hands the connection back after each read: a waiting stream holds none.
             for event in await database_sync_to_async(stored_events)(turn_id, after=last):
-                last = event["sequence"]
+                last, heard = event["sequence"], time.monotonic()
                 yield event
                 if event["type"] == EventType.DONE:
                     return
+            if time.monotonic() - heard >= KEEPALIVE_SECONDS:
+                heard = time.monotonic()
+                await database_sync_to_async(watchdog.take_over)(turn_id)
+                yield KEEPALIVE
+                continue
             while True:  # live events until a gap or a quiet second sends us back to the store
+                if not listening:  # the channel layer failed (Redis restarting): the store alone, every second
+                    await asyncio.sleep(1.0)
+                    break
                 try:
                     message = await asyncio.wait_for(layer.receive(channel), timeout=1.0)
                 except TimeoutError:
+                    break
+                except Exception as error:
+                    log.warning("turn %s: the channel layer failed (%r); reading the stored events", turn_id, error)
+                    listening = False
                     break
                 event = message["event"]
                 if event["sequence"] <= last:
                     continue
                 if event["sequence"] != last + 1:
                     break
-                last = event["sequence"]
+                last, heard = event["sequence"], time.monotonic()
                 yield event
                 if event["type"] == EventType.DONE:
                     return
@@ -61,9 +85,19 @@ async def turn_events(turn_id: int, *, start):
             "payload": {"message": "The turn did not finish in time.", "reason": FailureReason.TURN_TIMEOUT},
         }
     finally:
-        await layer.group_discard(turn_group(turn_id), channel)
+        await follow(layer.group_discard, turn_group(turn_id), channel)
         if runner.done() and runner.exception():
             raise runner.exception()
+
+
+async def follow(action, group: str, channel: str) -> bool:
+    """Join or leave the turn's group; False when the channel layer fails (the stream then reads the store)."""
+    try:
+        await action(group, channel)
+        return True
+    except Exception as error:
+        log.warning("channel layer %s(%s) failed: %r", action.__name__, group, error)
+        return False
 
 
 def starter(turn_id: int):
@@ -128,6 +162,9 @@ async def sse_stream(turn_id: int, model: str):
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     failed = False
     async for event in turn_events(turn_id, start=starter(turn_id)):
+        if event is KEEPALIVE:
+            yield ": keep-alive\n\n"
+            continue
         if failed:
             continue
         if event["type"] == EventType.ERROR:

@@ -6,6 +6,7 @@ whichever side starts first. Never broadcast an event that is not stored.
 """
 
 import asyncio
+import logging
 import os
 import threading
 from functools import partial
@@ -15,10 +16,13 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from .models import TurnEvent
+from .models import Turn, TurnEvent
+
+log = logging.getLogger(__name__)
 
 CONSOLE_GROUP = "console"
 MESSAGE_TYPE = "turn.event"  # consumers handle it with a turn_event method
+BROADCAST_TIMEOUT = 10  # seconds a broadcast may wait for the channel layer (Redis) before it is given up
 # The status phase of a tool announcing that it runs (the tools in TOOLHUB_STATUS_TOOLS; web_search by default).
 TOOL_EXECUTION_PHASE = "tool_execution"
 
@@ -30,6 +34,7 @@ class FailureReason:
     MODEL_TIMEOUT = "model_timeout"  # the model server did not answer within TOOLHUB_MODEL_TIMEOUT
     CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the newest turn outgrew the model's budget mid-turn
     TURN_TIMEOUT = "turn_timeout"  # the turn did not finish within TOOLHUB_TURN_TIME_LIMIT
+    WORKER_LOST = "worker_lost"  # its worker died after the answer had begun (agents/watchdog.py)
     INTERNAL = "internal"
 
 
@@ -65,10 +70,20 @@ def broadcast(event: TurnEvent) -> None:
         for group in (turn_group(event.turn_id), CONSOLE_GROUP):
             await layer.group_send(group, message)
 
-    if isinstance(layer, InMemoryChannelLayer):
-        async_to_sync(send)()
-    else:
-        asyncio.run_coroutine_threadsafe(send(), _sender_loop()).result()
+    # Best effort: the event is stored, and streams read the store whenever the layer is quiet, so a Redis
+    # fault (a restart) delays what they see by a second; it never fails the turn.
+    try:
+        if isinstance(layer, InMemoryChannelLayer):
+            async_to_sync(send)()
+        else:
+            future = asyncio.run_coroutine_threadsafe(send(), _sender_loop())
+            try:
+                future.result(timeout=BROADCAST_TIMEOUT)
+            except TimeoutError:
+                future.cancel()
+                raise
+    except Exception as error:
+        log.warning("event %s of turn %s stored, not broadcast: %r", event.sequence, event.turn_id, error)
 
 
 _sender: tuple[int, asyncio.AbstractEventLoop] | None = None
@@ -86,11 +101,28 @@ def _sender_loop() -> asyncio.AbstractEventLoop:
         return _sender[1]
 
 
-def emit(turn_id: int, type: str, *, phase: str = "", **payload) -> TurnEvent:
-    """Store the next event of the turn and send it once the transaction commits."""
+class TurnTakenOver(Exception):
+    """The run emitting is no longer the turn's: the watchdog failed or restarted the turn (agents/watchdog.py)."""
+
+
+def emit(turn_id: int, type: str, *, phase: str = "", attempt: int | None = None, **payload) -> TurnEvent:
+    """Store the next event of the turn and send it once the transaction commits.
+
+    `attempt`: the run emitting (Turn.attempt); the event is refused (TurnTakenOver) unless that run still holds
+    the running turn, so a run the watchdog gave up on never adds to the turn's events.
+    """
     for _attempt in range(5):
         try:
             with transaction.atomic():
+                if (
+                    attempt is not None
+                    and Turn.objects.select_for_update()
+                    .filter(pk=turn_id, attempt=attempt, status=Turn.Status.RUNNING)
+                    .values_list("pk", flat=True)
+                    .first()
+                    is None
+                ):
+                    raise TurnTakenOver(f"turn {turn_id} is no longer run by attempt {attempt}")
                 latest = TurnEvent.objects.filter(turn_id=turn_id).aggregate(latest=Max("sequence"))["latest"]
                 event = TurnEvent.objects.create(
                     turn_id=turn_id, sequence=(latest or 0) + 1, type=type, phase=phase, payload=payload

@@ -189,6 +189,11 @@ class Turn(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The lease of a running turn (agents/watchdog.py): which run holds it, when its worker last beat, and when
+    # the turn is due (TOOLHUB_TURN_TIME_LIMIT after its first start, or after it resumed from an approval).
+    attempt = models.PositiveSmallIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

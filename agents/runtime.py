@@ -24,10 +24,10 @@ from catalog.knowledge import select_snippets
 from catalog.mcp_content import non_text
 from catalog.models import READ_ONLY_OPERATIONS
 
-from . import approvals, flows, followups, learning, memory, prompt
+from . import approvals, flows, followups, learning, memory, prompt, watchdog
 from .budget import token_budget
 from .client_tools import ClientTools
-from .events import TOOL_EXECUTION_PHASE, FailureReason, emit
+from .events import TOOL_EXECUTION_PHASE, FailureReason, TurnTakenOver, emit
 from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
 from .providers import ModelTimeout, ModelUnavailable, ToolCall, TurnHints, get_provider, upstream_of
 from .router import ConversationState, Intent, StewardContext, StewardResult, analyze, current_time_context
@@ -74,43 +74,62 @@ def as_message(message: Message) -> dict:
     return data
 
 
-def claim(turn_id: int) -> tuple[Turn, bool] | None:
-    """Move a queued turn to running (or resume a waiting one whose approvals are decided).
+def claim(turn_id: int) -> tuple[Turn, bool, list] | None:
+    """Move a queued turn to running (or resume a waiting one whose approvals are decided), as a new attempt.
 
-    Returns (turn, resuming), or None when there is nothing to run: a finished
-    turn, or a waiting one still waiting. A turn found running was redelivered
-    after its worker died: its partial answer is dropped and it restarts.
+    Returns (turn, resuming, shown), or None when there is nothing to run: a
+    finished turn, a waiting one still waiting, or a running one whose lease
+    is held (a redelivered copy of its task). A turn that ran before (its
+    worker died: re-queued by the watchdog, or its task redelivered) restarts:
+    its partial answer is dropped, and `shown` lists the events the dead run
+    stored, which the new run does not store again (agents/watchdog.py says
+    when a turn restarts rather than fails).
     """
     with transaction.atomic():
         turn = Turn.objects.select_for_update().select_related("conversation").get(pk=turn_id)
         if turn.status in (Turn.Status.DONE, Turn.Status.FAILED):
             return None
+        ran = turn.status == Turn.Status.RUNNING
+        if ran and not watchdog.take_over_locked(turn):
+            return None  # still held by its run, or just failed by the watchdog
         resuming = turn.status == Turn.Status.WAITING
         if resuming and turn.approvals.filter(status=ToolApproval.Status.PENDING).exists():
             return None
-        if turn.status == Turn.Status.RUNNING:
+        now = timezone.now()
+        restarting = not resuming and (ran or turn.started_at is not None)
+        shown = []
+        if restarting:
             turn.messages.exclude(role=Message.Role.USER).delete()
             RoutingLog.objects.filter(turn=turn).delete()
             turn.approvals.all().delete()
+            shown = [event_key(e) for e in turn.events.order_by("sequence").values("type", "phase", "payload")]
         turn.status = Turn.Status.RUNNING
-        turn.started_at = turn.started_at if resuming else timezone.now()
-        turn.save(update_fields=["status", "started_at"])
-    return turn, resuming
+        turn.attempt += 1
+        turn.heartbeat_at = now
+        turn.started_at = turn.started_at or now
+        turn.deadline_at = turn.deadline_at if restarting and turn.deadline_at else watchdog.deadline_from(now)
+        turn.save(update_fields=["status", "attempt", "heartbeat_at", "started_at", "deadline_at"])
+    return turn, resuming, shown
+
+
+def event_key(event: dict) -> str:
+    return json.dumps([event["type"], event["phase"], event["payload"]], sort_keys=True, default=str)
 
 
 def run_turn(turn_id: int) -> None:
     claimed = claim(turn_id)
     if claimed is None:
         return
-    turn, resuming = claimed
+    turn, resuming, shown = claimed
     try:
-        TurnRun(turn).run(resuming=resuming)
+        with watchdog.lease_held(turn.id, turn.attempt):
+            TurnRun(turn, shown=shown).run(resuming=resuming)
+    except TurnTakenOver:
+        log.warning("turn %s was taken over while attempt %s ran; this run stops", turn_id, turn.attempt)
     except Exception as exc:  # the turn fails visibly, never silently
         log.exception("turn %s failed", turn_id)
-        emit(turn.id, EventType.ERROR, phase="error", message=f"The turn failed: {exc}", reason=failure_reason(exc),
-             detail=str(exc))  # fmt: skip
-        Turn.objects.filter(pk=turn.id).update(status=Turn.Status.FAILED, error=str(exc), finished_at=timezone.now())
-        emit(turn.id, EventType.DONE, phase="done", status=Turn.Status.FAILED)
+        watchdog.fail_turn(turn.id, failure_reason(exc), f"The turn failed: {exc}", detail=str(exc),
+                           attempt=turn.attempt)  # fmt: skip
 
 
 def failure_reason(exc: Exception) -> str:
@@ -134,15 +153,27 @@ class Reply:
 class TurnRun:
     """The state of one running turn; each method is one step of the path."""
 
-    def __init__(self, turn: Turn):
+    def __init__(self, turn: Turn, *, shown: list[str] = ()):
         self.turn = turn
+        self.shown = list(shown)  # events a dead run of this turn stored: not stored again
         self.conversation = turn.conversation
         self.options = settings.TOOLHUB_STEWARD_OPTIONS
         self.client = ClientTools.of_turn(turn)
 
+    def emit(self, type: str, *, phase: str = "", **payload) -> None:
+        """Store the event as this run's (refused once the watchdog took the turn over); an event a dead run of
+        the turn already stored, the same and in the same order, is not stored twice."""
+        if self.shown:
+            key = event_key({"type": type, "phase": phase, "payload": payload})
+            if key == self.shown[0]:
+                self.shown.pop(0)
+                return
+            self.shown = []  # the run went another way: from here on every event is new
+        emit(self.turn.id, type, phase=phase, attempt=self.turn.attempt, **payload)
+
     def status(self, phase: str, message: str, **data) -> None:
         if self.options["enable_status_messages"]:
-            emit(self.turn.id, EventType.STATUS, phase=phase, message=message, **data)
+            self.emit(EventType.STATUS, phase=phase, message=message, **data)
 
     def run(self, *, resuming: bool = False) -> None:
         messages = [as_message(m) for m in self.conversation.messages.order_by("id")]
@@ -181,7 +212,7 @@ class TurnRun:
             used = [{"key": k["key"], "version": k["version"], "stale": k["stale"]} for k in knowledge]
             RoutingLog.objects.filter(pk=self.routing.pk).update(knowledge=used)
             stale = [k["title"] for k in knowledge if k["stale"]]
-            emit(self.turn.id, EventType.ROUTING, phase="knowledge", snippets=used, stale=stale)
+            self.emit(EventType.ROUTING, phase="knowledge", snippets=used, stale=stale)
         history[user_index] = {**history[user_index], "content": prompt.enrich(
             user_text, recommended=analysis.recommended_tools, context=analysis.context)}  # fmt: skip
         hints = TurnHints(user_text, analysis.recommended_tools, tuple(knowledge), analysis.context,
@@ -195,11 +226,13 @@ class TurnRun:
         started = Turn.objects.values_list("started_at", flat=True).get(pk=self.turn.id)
         duration = int((timezone.now() - started).total_seconds() * 1000)
         record_outcome(self.routing, called=self.called, turn_ms=duration)
-        Turn.objects.filter(pk=self.turn.id).update(status=Turn.Status.DONE, finished_at=timezone.now())
         ending = {"finish_reason": "tool_calls", "tool_calls": list(reply.client_calls)} if reply.client_calls else {
             "finish_reason": "stop"}  # fmt: skip
-        emit(self.turn.id, EventType.DONE, phase="done", status=Turn.Status.DONE, content=reply.content,
-             turn_ms=duration, **ending)  # fmt: skip
+        with transaction.atomic():  # done once: only while this run still holds the turn
+            if not self.held().update(status=Turn.Status.DONE, finished_at=timezone.now()):
+                raise TurnTakenOver(f"turn {self.turn.id} was taken over before it finished")
+            emit(self.turn.id, EventType.DONE, phase="done", status=Turn.Status.DONE, content=reply.content,
+                 turn_ms=duration, **ending)  # fmt: skip
         learning.learn_from_turn(self.turn.id)  # a good turn teaches its request; never raises
 
     def build(self, recommended):
@@ -237,8 +270,7 @@ class TurnRun:
                     kind=flow.kind, workflow_phase=self.workflow.phase, version=self.workflow.version)  # fmt: skip
 
     def announce(self, bundle) -> None:
-        emit(
-            self.turn.id,
+        self.emit(
             EventType.ROUTING,
             phase="routing",
             loaded=list(bundle.loaded_names),
@@ -312,7 +344,7 @@ class TurnRun:
                                knowledge=knowledge, memory_tokens=memory.conversation_tokens(messages))  # fmt: skip
         if figures != getattr(self, "budget", None):
             self.budget = figures
-            emit(self.turn.id, EventType.ROUTING, phase="budget", **figures)
+            self.emit(EventType.ROUTING, phase="budget", **figures)
 
     def model_loop(self, history, bundle, knowledge, hints, *, first_step: int = 0) -> Reply | None:
         """Steps until the model answers, calls a client tool (the Reply), pauses on an approval (None) or hits
@@ -329,7 +361,7 @@ class TurnRun:
             for chunk in provider.stream(messages, tools, hints=hints, **self.client.step_options(step)):
                 if chunk.content:
                     content += chunk.content
-                    emit(self.turn.id, EventType.DELTA, phase="content", content=chunk.content)
+                    self.emit(EventType.DELTA, phase="content", content=chunk.content)
                 if chunk.tool_calls:
                     calls = chunk.tool_calls
             if not calls:
@@ -346,8 +378,8 @@ class TurnRun:
             found, waiting = [], False
             for call in calls:
                 if bundle.is_client(call.name):
-                    emit(self.turn.id, EventType.TOOL_CALL, phase="tool", tool_name=call.name,
-                         arguments=_arguments(call), client=True)  # fmt: skip
+                    self.emit(EventType.TOOL_CALL, phase="tool", tool_name=call.name, arguments=_arguments(call),
+                              client=True)  # fmt: skip
                     continue
                 if client_calls and self.requires_approval(call, bundle):
                     outcome = CallOutcome(content=json.dumps({"error": (
@@ -370,7 +402,7 @@ class TurnRun:
                 self.pause()
                 return None
         message = f"I stopped after {settings.TOOLHUB_MAX_STEPS} steps without a final answer."
-        emit(self.turn.id, EventType.DELTA, phase="content", content=message)
+        self.emit(EventType.DELTA, phase="content", content=message)
         self.save_message(Message.Role.ASSISTANT, message)
         return Reply(message)
 
@@ -396,9 +428,14 @@ class TurnRun:
                     arguments=arguments, approval_id=approval.pk, risk=tool.risk)  # fmt: skip
         return True
 
+    def held(self):
+        """The turn's row while this run holds it."""
+        return Turn.objects.filter(pk=self.turn.id, attempt=self.turn.attempt, status=Turn.Status.RUNNING)
+
     def pause(self) -> None:
         RoutingLog.objects.filter(pk=self.routing.pk).update(called=self.called)
-        Turn.objects.filter(pk=self.turn.id).update(status=Turn.Status.WAITING)
+        if not self.held().update(status=Turn.Status.WAITING):
+            raise TurnTakenOver(f"turn {self.turn.id} was taken over before it paused")
 
     def settle_decided_calls(self, history: list[dict], bundle) -> None:
         """After a decision: run the approved calls, tell the model about the denied ones."""
@@ -441,7 +478,7 @@ class TurnRun:
         # web_search announces itself, with its query; a silent turn (time/date injected) names no tool.
         if announced and not self.analysis.silent and call.name != settings.TOOLHUB_WEB_SEARCH_TOOL:
             self.status(TOOL_EXECUTION_PHASE, f"🔧 Using {call.name}", tool_name=call.name, arguments=_arguments(call))
-        emit(self.turn.id, EventType.TOOL_CALL, phase="tool", tool_name=call.name, arguments=_arguments(call))
+        self.emit(EventType.TOOL_CALL, phase="tool", tool_name=call.name, arguments=_arguments(call))
 
         def run_call() -> CallOutcome:
             return execute(
@@ -459,8 +496,8 @@ class TurnRun:
             self.called.append(call.name)
         # Images, audio and resources go to the console whole; the model read a line about each.
         blocks = {"blocks": non_text(outcome.result["content"])} if outcome.result else {}
-        emit(self.turn.id, EventType.TOOL_RESULT, phase="tool", tool_name=call.name, is_error=outcome.is_error,
-             refused=outcome.refused, content=outcome.content[:2000], **blocks)  # fmt: skip
+        self.emit(EventType.TOOL_RESULT, phase="tool", tool_name=call.name, is_error=outcome.is_error,
+                  refused=outcome.refused, content=outcome.content[:2000], **blocks)  # fmt: skip
         return outcome
 
     def run_step(self, step: flows.Step, call, run_call) -> CallOutcome:

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from . import approvals, runtime
+from . import approvals, runtime, watchdog
 from .workflows import cleanup_workflows
 
 
@@ -11,6 +11,13 @@ from .workflows import cleanup_workflows
 def run_turn(turn_id: int) -> None:
     """Idempotent: a finished turn is skipped, a redelivered running one restarts cleanly."""
     runtime.run_turn(turn_id)
+
+
+@shared_task(ignore_result=True)
+def watch_turns() -> int:
+    """Periodic (CELERY_BEAT_SCHEDULE), and once as a worker starts: restart or fail the turns whose worker died
+    or whose deadline passed (agents/watchdog.py). Safe to run anywhere, twice at once."""
+    return watchdog.watch_turns()
 
 
 @shared_task

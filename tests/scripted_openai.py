@@ -10,7 +10,10 @@ class ScriptedOpenAI:
     """Serve /v1/chat/completions; `behaviour` and `content` say what the next answers are."""
 
     def __init__(self):
-        self.behaviour = "ok"  # ok | slow | error | invalid
+        # ok | slow | error | invalid | hang (no answer until `released` is set) | stall (a streamed step sends
+        # its first content piece, then nothing until `released` is set, then the rest)
+        self.behaviour = "ok"
+        self.released = threading.Event()
         self.content = "{}"
         # Scripted model steps, one per request: {"content": str} or {"tool_calls": [{"name", "arguments"}]}.
         self.steps: list[dict] = []
@@ -29,6 +32,8 @@ class ScriptedOpenAI:
                 server.api_keys.append(self.headers.get("Authorization", "").removeprefix("Bearer "))
                 if server.behaviour == "slow":
                     time.sleep(server.delay)
+                if server.behaviour == "hang":
+                    server.released.wait()
                 if server.behaviour == "error":
                     self._send(500, {"error": {"message": "scripted failure", "type": "server_error"}})
                     return
@@ -46,10 +51,16 @@ class ScriptedOpenAI:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                for item in chunks:
-                    self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
-                    self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
+                stall = server.behaviour == "stall"
+                try:
+                    for index, item in enumerate(chunks):
+                        if stall and index == 2:  # the role chunk and one content piece are out
+                            server.released.wait()
+                        self.wfile.write(f"data: {json.dumps(item)}\n\n".encode())
+                        self.wfile.flush()
+                    self.wfile.write(b"data: [DONE]\n\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (deadline tests)
 
             def _send(self, status, payload):
                 data = json.dumps(payload).encode()
@@ -73,6 +84,7 @@ class ScriptedOpenAI:
         return self
 
     def __exit__(self, *exc):
+        self.released.set()  # hanging handlers end
         self.httpd.shutdown()
         self.httpd.server_close()
 

@@ -97,14 +97,15 @@ def daphne(env: dict):
 
 
 @contextmanager
-def celery_worker(env: dict, app):
-    """Yield a running Celery worker (solo pool) once it answers a ping."""
+def celery_worker(env: dict, app, *, pool: str = "solo", concurrency: int = 1):
+    """Yield a running Celery worker (solo pool, or `pool` with `concurrency` children) once it answers a ping."""
     name = f"itest-{os.getpid()}-{time.monotonic_ns()}@{os.uname().nodename}"
     process, log = start(
-        [sys.executable, "-m", "celery", "-A", "toolhub", "worker", "--pool", "solo", "--loglevel", "WARNING",
-         "--hostname", name, "--without-gossip", "--without-mingle"],
+        [sys.executable, "-m", "celery", "-A", "toolhub", "worker", "--pool", pool, "--concurrency", str(concurrency),
+         "--loglevel", "WARNING", "--hostname", name, "--without-gossip", "--without-mingle"],
         env,
     )  # fmt: skip
+    process.log = log  # the test may read it (output_of) while the worker runs
     try:
         deadline = time.monotonic() + 90
         while not app.control.ping(timeout=1, destination=[name]):
@@ -118,3 +119,37 @@ def celery_worker(env: dict, app):
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+class RedisServer:
+    """A redis-server of the test's own, on its own port, without persistence: `restart()` loses everything."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process = None
+
+    def start(self) -> None:
+        self.process, self.log = start(["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no",
+                                        "--bind", "127.0.0.1"], os.environ.copy())  # fmt: skip
+        wait_for_port(self.port, self.process, self.log, seconds=20)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.log.close()
+
+    def restart(self, down_seconds: float = 1.0) -> None:
+        self.stop()
+        time.sleep(down_seconds)
+        self.start()
+
+
+@contextmanager
+def redis_server():
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -18,3 +18,11 @@ def warm_search_index(**kwargs):
     from agents.router import warm_up
 
     warm_up()
+
+
+@worker_ready.connect
+def take_over_stalled_turns(**kwargs):
+    """A worker that starts (often: replacing one that died) first takes over the turns left stalled."""
+    from agents.watchdog import watch_turns
+
+    watch_turns()

@@ -222,13 +222,26 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's consumer, made to survive a Redis restart (toolhub/celery_consumer.py says why it dies otherwise).
+CELERY_WORKER_CONSUMER = "toolhub.celery_consumer:Consumer"
+# A turn in flight keeps running through a broker fault: its events go to PostgreSQL, and a redelivered copy of
+# its task is skipped while the turn's lease is held (agents/watchdog.py).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # Periodic work (django-celery-beat is not used: the schedule lives here).
 WORKFLOW_CLEANUP_INTERVAL_SECONDS = env_int("TOOLHUB_WORKFLOW_CLEANUP_INTERVAL", 300)
+# The turn's deadline: seconds from its start (or its resumption after an approval) to its end, answer or error;
+# also the Celery hard limit of its task.
+TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
+# Seconds a running turn may go without its worker's heartbeat (sent every sixth of it) before the watchdog
+# (agents/watchdog.py) takes it over: queued again if it showed nothing yet, else failed visibly. The watchdog runs
+# every third of it on the beat schedule, as a worker starts, and from every stream waiting on a quiet turn.
+TOOLHUB_TURN_LEASE = env_float("TOOLHUB_TURN_LEASE", 30.0)
 CELERY_BEAT_SCHEDULE = {
     "cleanup-expired-workflows": {
         "task": "agents.tasks.cleanup_expired_workflows",
         "schedule": WORKFLOW_CLEANUP_INTERVAL_SECONDS,
     },
+    "watch-turns": {"task": "agents.tasks.watch_turns", "schedule": TOOLHUB_TURN_LEASE / 3},
 }
 
 # --- model ----------------------------------------------------------------
@@ -237,6 +250,7 @@ TOOLHUB_MODEL_API_KEY = os.environ.get("TOOLHUB_MODEL_API_KEY", "")
 TOOLHUB_MODEL = os.environ.get("TOOLHUB_MODEL", "" if not TOOLHUB_MODEL_BASE_URL else "default")
 # "builtin" is the offline rule-based model; "openai" any compatible server.
 TOOLHUB_MODEL_PROVIDER = "openai" if TOOLHUB_MODEL_BASE_URL else "builtin"
+# One deadline per model call, in seconds, that its retries (before anything streamed) share.
 TOOLHUB_MODEL_TIMEOUT = env_float("TOOLHUB_MODEL_TIMEOUT", 60.0)
 TOOLHUB_MODEL_RETRIES = env_int("TOOLHUB_MODEL_RETRIES", 2)
 TOOLHUB_MODEL_PROFILE = os.environ.get("TOOLHUB_MODEL_PROFILE", "chat-8k")
@@ -335,7 +349,6 @@ TOOLHUB_LOGIN_RATE_LIMIT_PER_MINUTE = env_int("TOOLHUB_LOGIN_RATE_LIMIT_PER_MINU
 TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
 # An API request may declare at most this many client tools (OpenAI's own cap is 128).
 TOOLHUB_MAX_CLIENT_TOOLS = env_int("TOOLHUB_MAX_CLIENT_TOOLS", 128)
-TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 TOOLHUB_APPROVAL_TIMEOUT = env_int("TOOLHUB_APPROVAL_TIMEOUT", 300)
 TOOLHUB_WORKFLOW_TTL_SECONDS = env_int("TOOLHUB_WORKFLOW_TTL", 3600)
 # Staged flows (agents/flows.py): ordered workflow phases, and the tools whose recommendation

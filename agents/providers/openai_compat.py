@@ -2,8 +2,15 @@
 
 Streams content deltas as they arrive and assembles streamed tool calls
 (fragments by index) into whole calls at the end of the step.
+
+One call has one deadline, TOOLHUB_MODEL_TIMEOUT seconds from its start, that
+its retries share: each attempt may wait only what is left of it (the SDK's
+own per-attempt timeout and retries are off). A call is retried (at most
+TOOLHUB_MODEL_RETRIES times) only before the model streamed anything, so no
+delta is ever sent twice.
 """
 
+import time
 from collections.abc import Iterator
 
 import openai
@@ -25,7 +32,7 @@ class OpenAICompatProvider:
             # The SDK needs some key; local servers (Ollama, vLLM, llama.cpp) ignore it.
             api_key=(settings.TOOLHUB_MODEL_API_KEY if api_key is None else api_key) or "not-needed",
             timeout=settings.TOOLHUB_MODEL_TIMEOUT,
-            max_retries=settings.TOOLHUB_MODEL_RETRIES,
+            max_retries=0,  # retries share the call's deadline: stream() makes them
         )
         self.label = f"{self.model} at {self.base_url}"
 
@@ -39,30 +46,58 @@ class OpenAICompatProvider:
                 request["tool_choice"] = tool_choice
             if parallel_tool_calls is not None:
                 request["parallel_tool_calls"] = parallel_tool_calls
-        try:
-            response = self.client.chat.completions.create(**request)
-            calls: dict[int, dict] = {}
-            finish = None
-            for chunk in response:
-                if not chunk.choices:
-                    continue
-                choice = chunk.choices[0]
-                delta = choice.delta
-                if delta and delta.content:
-                    yield ModelChunk(content=delta.content)
-                for fragment in (delta.tool_calls or []) if delta else []:
-                    call = calls.setdefault(fragment.index, {"id": "", "name": "", "arguments": ""})
-                    call["id"] = fragment.id or call["id"]
-                    if fragment.function:
-                        call["name"] += fragment.function.name or ""
-                        call["arguments"] += fragment.function.arguments or ""
-                finish = choice.finish_reason or finish
-        except openai.APITimeoutError:
-            raise ModelTimeout(f"the model at {self.base_url} did not answer in time") from None
-        except openai.OpenAIError as exc:
-            raise ModelUnavailable(f"the model at {self.base_url} failed: {exc.__class__.__name__}") from None
+        deadline = time.monotonic() + settings.TOOLHUB_MODEL_TIMEOUT
+        calls: dict[int, dict] = {}
+        finish = None
+        for attempt in range(settings.TOOLHUB_MODEL_RETRIES + 1):
+            streamed = False
+            try:
+                response = self.client.chat.completions.create(**request, timeout=self._left(deadline))
+                with response:
+                    for chunk in response:
+                        self._left(deadline)  # a server that trickles past the deadline is cut off too
+                        if not chunk.choices:
+                            continue
+                        choice = chunk.choices[0]
+                        delta = choice.delta
+                        if delta and delta.content:
+                            streamed = True
+                            yield ModelChunk(content=delta.content)
+                        for fragment in (delta.tool_calls or []) if delta else []:
+                            streamed = True
+                            call = calls.setdefault(fragment.index, {"id": "", "name": "", "arguments": ""})
+                            call["id"] = fragment.id or call["id"]
+                            if fragment.function:
+                                call["name"] += fragment.function.name or ""
+                                call["arguments"] += fragment.function.arguments or ""
+                        finish = choice.finish_reason or finish
+                break
+            except openai.APITimeoutError:
+                raise self._timeout() from None
+            except openai.OpenAIError as exc:
+                if streamed or attempt == settings.TOOLHUB_MODEL_RETRIES or not retryable(exc):
+                    raise ModelUnavailable(f"the model at {self.base_url} failed: {exc.__class__.__name__}") from None
+                time.sleep(min(0.5 * 2**attempt, self._left(deadline)))
         tool_calls = tuple(
             ToolCall(id=call["id"] or f"call_{index}", name=call["name"], arguments=call["arguments"] or "{}")
             for index, call in sorted(calls.items())
         )
         yield ModelChunk(tool_calls=tool_calls, finish_reason=finish or ("tool_calls" if tool_calls else "stop"))
+
+    def _left(self, deadline: float) -> float:
+        """Seconds left before the call's deadline; ModelTimeout once it has passed."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._timeout()
+        return left
+
+    def _timeout(self) -> ModelTimeout:
+        return ModelTimeout(f"the model at {self.base_url} did not answer within {settings.TOOLHUB_MODEL_TIMEOUT:g} s")
+
+
+def retryable(exc: openai.OpenAIError) -> bool:
+    """What the SDK itself would retry: no connection, or 408, 409, 429 and 5xx answers."""
+    if isinstance(exc, openai.APIConnectionError):
+        return True
+    status = getattr(exc, "status_code", None)
+    return status in (408, 409, 429) or (status is not None and status >= 500)

@@ -61,6 +61,9 @@ class CountedRecords:
         return {"record_id": record.pk, "phase": workflow.phase}
 
 
+LEASE = 2  # seconds: a killed worker's turn counts as stalled (agents/watchdog.py) this soon
+
+
 def worker_env() -> tuple[dict, str]:
     """A worker on its own queue (another test run's worker on the same Redis never takes these tasks), with this
     test's TTL; it never searches the catalog."""
@@ -69,6 +72,7 @@ def worker_env() -> tuple[dict, str]:
         TOOLHUB_WORKFLOW_TTL=str(settings.TOOLHUB_WORKFLOW_TTL_SECONDS),
         TOOLHUB_WARM_START="0",
         TOOLHUB_CELERY_QUEUE=queue,
+        TOOLHUB_TURN_LEASE=str(LEASE),
     )
     return env, queue
 
@@ -305,6 +309,7 @@ def test_restart_a_rule_workflow_continues_from_its_stored_phase_after_its_worke
             first_worker.send_signal(signal.SIGKILL)  # no clean shutdown
             first_worker.wait(timeout=30)
         assert Turn.objects.get(pk=second.pk).status == Turn.Status.RUNNING
+        time.sleep(LEASE + 1)  # a redelivered task restarts the turn only once its lease has lapsed
 
         model.behaviour = "ok"
         draft_id = workflow.state["ids"]["draft_id"]
