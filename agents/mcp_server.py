@@ -15,6 +15,9 @@ its arguments must match its schema (an isError result says how they do not),
 and it runs as a builtin or on its MCP server. An MCP tool's answer passes on
 as its server sent it (every content block, structuredContent; text cut to the
 result budget); listings carry its title, outputSchema and annotations.
+Resources, resource templates, prompts and completions of the imported servers
+are relayed by agents.mcp_resources (which servers offer them: its docstring);
+a call's progress and log messages by agents.mcp_progress.
 
 Never lists or runs a tool that policy denies or that has no policy: an unknown
 or denied tool, or one that requires an operator's approval (not offered over

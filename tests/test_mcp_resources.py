@@ -118,7 +118,9 @@ async def test_a_denied_or_disabled_servers_resources_and_prompts_are_neither_li
 
     uris = [r["uri"] for r in (await client.request("resources/list")).result["resources"]]
     prompts = [p["name"] for p in (await client.request("prompts/list")).result["prompts"]]
-    templates = [t["uriTemplate"] for t in (await client.request("resources/templates/list")).result["resourceTemplates"]]
+    templates = [
+        t["uriTemplate"] for t in (await client.request("resources/templates/list")).result["resourceTemplates"]
+    ]
     read = await client.request("resources/read", {"uri": "gen://closed/readme"})
     by_template = await client.request("resources/read", {"uri": "gen://closed/notes/1"})
     got = await client.request("prompts/get", {"name": "closed__greet"})
@@ -183,10 +185,14 @@ async def test_a_uri_two_servers_list_is_listed_by_neither_and_reading_it_names_
 async def test_completion_is_relayed_for_a_prompt_argument_and_a_template_variable(endpoint):
     client = await session(endpoint, await setup(("shelf", True)))
 
-    prompt = await client.request("completion/complete", {
-        "ref": {"type": "ref/prompt", "name": "shelf__summarize"}, "argument": {"name": "topic", "value": "ap"}})
-    template = await client.request("completion/complete", {
-        "ref": {"type": "ref/resource", "uri": "gen://shelf/notes/{id}"}, "argument": {"name": "id", "value": "2"}})
+    prompt = await client.request(
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "shelf__summarize"}, "argument": {"name": "topic", "value": "ap"}},
+    )
+    template = await client.request(
+        "completion/complete",
+        {"ref": {"type": "ref/resource", "uri": "gen://shelf/notes/{id}"}, "argument": {"name": "id", "value": "2"}},
+    )
     unknown = await client.request("completion/complete", {
         "ref": {"type": "ref/prompt", "name": "nobody__x"}, "argument": {"name": "a", "value": ""}})  # fmt: skip
 
