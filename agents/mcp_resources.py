@@ -23,7 +23,8 @@ own refusal keeps its code, with the server named.
 
 Lists are asked live (what a server offers changes without a sync: session
 resources, generated ones), kept LIST_SECONDS per server and kind in this
-process. A server's resources or prompts list_changed notice drops its lists
+process (a server that cannot list is left out, and asked again after
+UNREACHABLE_SECONDS). A server's resources or prompts list_changed notice drops its lists
 and is passed on, while the server offers, to every session of this process
 that listed that kind (on the session's standalone stream, so a client that
 opened none, or a stateless one, hears nothing; it sees the change on its next
@@ -62,6 +63,7 @@ from catalog.models import McpServer, Tool, ToolPolicy
 logger = logging.getLogger(__name__)
 
 LIST_SECONDS = 30
+UNREACHABLE_SECONDS = 5  # a server that could not list is not asked again for this long (each list would wait)
 MAX_LISTENING_SESSIONS = 1000
 RESOURCES_CHANGED = "notifications/resources/list_changed"
 PROMPTS_CHANGED = "notifications/prompts/list_changed"
@@ -100,13 +102,14 @@ class _Lists:
             kept = self._lists.get(key)
         if kept is not None and not fresh and kept[0] > time.monotonic():
             return kept[1]
+        seconds = LIST_SECONDS
         try:
             items = await alist(server, kind)
         except (McpServerUnavailable, UpstreamRefused) as exc:  # one server down must not empty the others' lists
             logger.warning("MCP server %r: its %s are left out: %s", server.name, kind, exc)
-            return []
+            items, seconds = [], UNREACHABLE_SECONDS
         with self._lock:
-            self._lists[key] = (time.monotonic() + LIST_SECONDS, items)
+            self._lists[key] = (time.monotonic() + seconds, items)
         return items
 
     def forget(self, server_name: str) -> None:

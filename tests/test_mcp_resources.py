@@ -16,10 +16,11 @@ from django.db import connections
 from agents import mcp_resources
 from agents.api_keys import create_api_key
 from agents.mcp_server import McpEndpoint
+from agents.models import ApiKey
 from catalog import mcp_client
 from catalog.mcp_sync import sync_server
 from catalog.models import McpServer, Tool, ToolPolicy
-from tests.builders import make_policy, make_user
+from tests.builders import make_policy, make_tool, make_user
 from tests.generated_mcp_server import PNG
 from tests.mcp_asgi import McpAsgiClient
 
@@ -39,14 +40,14 @@ def allow(server: McpServer, tool: str = "gen_slow") -> ToolPolicy:
 
 
 @sync_to_async
-def setup(*servers: tuple[str, bool], role: str = "operator") -> str:
-    """Servers (name, whether one of its tools is allowed) and an API key of `role`."""
+def setup(*servers: tuple[str, bool], role: str = "operator", scopes=ApiKey.DEFAULT_SCOPES) -> str:
+    """Servers (name, whether one of its tools is allowed) and an API key of `role` with `scopes`."""
     for name, allowed in servers:
         server = library_server(name)
         if allowed:
             allow(server)
     mcp_client.close_all()  # the endpoint opens its own connections, as Daphne would
-    return create_api_key(user=make_user(role=role), name="resources")[1]
+    return create_api_key(user=make_user(role=role), name="resources", scopes=scopes)[1]
 
 
 @pytest_asyncio.fixture
@@ -201,14 +202,15 @@ async def test_completion_is_relayed_for_a_prompt_argument_and_a_template_variab
     assert unknown.error["code"] == -32602
 
 
-async def test_a_viewer_lists_resources_but_may_not_read_or_get_one(endpoint):
-    client = await session(endpoint, await setup(("shelf", True), role="viewer"))
+@pytest.mark.parametrize("role, scopes", [("viewer", ApiKey.DEFAULT_SCOPES), ("operator", [ApiKey.Scope.READ])])
+async def test_a_key_that_may_not_call_tools_lists_resources_but_may_not_read_or_get_one(endpoint, role, scopes):
+    client = await session(endpoint, await setup(("shelf", True), role=role, scopes=scopes))
 
     assert len((await client.request("resources/list")).result["resources"]) == 2
     read = await client.request("resources/read", {"uri": "gen://shelf/readme"})
     got = await client.request("prompts/get", {"name": "shelf__greet"})
 
-    assert read.status == 403 and "may not call a tool" in read.error["message"]
+    assert read.status == 403 and read.error["code"] == -32003 and "call a tool" in read.error["message"]
     assert got.status == 403
 
 
@@ -257,3 +259,22 @@ async def test_an_upstream_resource_list_change_drops_the_cached_list_and_is_pas
     assert listed == ["gen://shelf/readme", "gen://shelf/pixel", "gen://shelf/added/n1"]  # not the cached list
     read = await client.request("resources/read", {"uri": "gen://shelf/added/n1"})
     assert read.result["contents"][0]["text"] == "Added note n1."
+
+
+async def test_a_server_that_cannot_be_reached_is_left_out_and_the_others_still_listed(endpoint):
+    @sync_to_async
+    def with_a_ghost():
+        McpServer.objects.create(name="ghost", command="/nonexistent/ghost-server", tool_names=["ghost_tool"])
+        make_policy(make_tool("ghost_tool", source=Tool.Source.MCP, is_mcp=True))
+
+    key = await setup(("shelf", True))
+    await with_a_ghost()
+    client = await session(endpoint, key)
+
+    uris = [r["uri"] for r in (await client.request("resources/list")).result["resources"]]
+    prompts = [p["name"] for p in (await client.request("prompts/list")).result["prompts"]]
+    read = await client.request("resources/read", {"uri": "gen://ghost/readme"})
+
+    assert uris == ["gen://shelf/readme", "gen://shelf/pixel"]
+    assert prompts == ["shelf__summarize", "shelf__greet"]
+    assert read.error["code"] == -32602  # nobody reachable lists it
