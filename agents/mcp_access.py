@@ -4,7 +4,9 @@ A key whose owner may not use /mcp (catalog.view_tool) or that has neither the
 mcp nor the read scope gets HTTP 403 for every request. A `tools/call` from a
 key that may not call tools (agents.add_turn and the mcp scope) gets HTTP 403
 with a JSON-RPC error carrying the request's id, and the SDK never runs it;
-listing tools stays allowed. When the key's scopes were the reason, the answer
+so do the other requests an MCP server answers for the caller
+(resources/read, prompts/get, completion/complete: ASKS_A_SERVER). Listing
+stays allowed. When the key's scopes were the reason, the answer
 carries `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."` as
 MCP's authorization spec asks. Never parses more than it must: a body that is
 not JSON goes to the SDK, which answers it.
@@ -20,6 +22,7 @@ from .access import CALL_TOOL, USE_MCP, Refusal, refusal
 FORBIDDEN = -32003  # JSON-RPC implementation-defined server error (-32000..-32099): not allowed for this key
 RATE_LIMITED = -32029  # the same range: past the key's or its owner's requests per minute (HTTP 429)
 TOOLS_CALL = "tools/call"
+ASKS_A_SERVER = frozenset({TOOLS_CALL, "resources/read", "prompts/get", "completion/complete"})
 
 
 @dataclass(frozen=True)
@@ -44,13 +47,13 @@ def forbidden(refused: Refusal, request_id=None) -> Denial:
 
 
 def tool_call_ids(body: bytes) -> list:
-    """Ids of the `tools/call` requests in a JSON-RPC message (or batch); [] for anything else."""
+    """Ids of the ASKS_A_SERVER requests (`tools/call`, ...) in a JSON-RPC message (or batch); [] for others."""
     try:
         message = json.loads(body)
     except ValueError:
         return []
     messages = message if isinstance(message, list) else [message]
-    return [m.get("id") for m in messages if isinstance(m, dict) and m.get("method") == TOOLS_CALL]
+    return [m.get("id") for m in messages if isinstance(m, dict) and m.get("method") in ASKS_A_SERVER]
 
 
 async def buffered(receive):

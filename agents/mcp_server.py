@@ -15,6 +15,9 @@ its arguments must match its schema (an isError result says how they do not),
 and it runs as a builtin or on its MCP server. An MCP tool's answer passes on
 as its server sent it (every content block, structuredContent; text cut to the
 result budget); listings carry its title, outputSchema and annotations.
+Resources, resource templates, prompts and completions of the imported servers
+are relayed by agents.mcp_resources (which servers offer them: its docstring);
+a call's progress and log messages by agents.mcp_progress.
 
 Never lists or runs a tool that policy denies or that has no policy: an unknown
 or denied tool, or one that requires an operator's approval (not offered over
@@ -47,11 +50,13 @@ from mcp.shared.exceptions import MCPError
 
 from catalog.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
 from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
+from catalog.mcp_client import observing
 from toolhub import rate_limits
 
-from . import mcp_access
+from . import mcp_access, mcp_resources
 from .api_keys import authenticate
 from .mcp_found import found_tools, remember_found
+from .mcp_progress import CallRelay, on_set_logging_level
 from .models import ModelProfile
 from .providers import ToolCall
 from .router import StewardContext, analyze
@@ -228,8 +233,10 @@ def _mcp_tool(tool: LoadedTool) -> types.Tool:
 
 class _ToolhubServer(Server):
     def create_initialization_options(self, notification_options=None, *args, **kwargs):
-        # The tool list changes when tool_search loads tools; clients are told so.
-        options = notification_options or NotificationOptions(tools_changed=True)
+        # The tool list changes when tool_search loads tools, resources and prompts when a server says so.
+        options = notification_options or NotificationOptions(
+            tools_changed=True, resources_changed=True, prompts_changed=True
+        )
         return super().create_initialization_options(options, *args, **kwargs)
 
 
@@ -247,11 +254,13 @@ def build_server() -> Server:
 
     async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         key = _caller(ctx)
+        relay = CallRelay(ctx)  # the MCP server's progress and log messages for this call go to this client
 
         def run() -> tuple[CallOutcome, bool, int]:
             before = set(found_tools(key)) if params.name == settings.TOOLHUB_SEARCH_TOOL else set()
             budget = result_token_limit()
-            outcome = call(params.name, params.arguments or {}, key, max_result_tokens=budget)
+            with observing(relay.observer):
+                outcome = call(params.name, params.arguments or {}, key, max_result_tokens=budget)
             return outcome, bool(set(outcome.found) - before), budget
 
         try:
@@ -259,20 +268,33 @@ def build_server() -> Server:
             outcome, newly_found, budget = await sync_to_async(run, thread_sensitive=False)()
         except ToolRefused as refused:
             raise MCPError(code=types.INVALID_PARAMS, message=str(refused)) from None
+        finally:
+            await relay.flush()
         if newly_found:
             await ctx.session.send_notification(types.ToolListChangedNotification(), related_request_id=ctx.request_id)
         return call_result(outcome, budget)
 
-    return _ToolhubServer(
+    server = _ToolhubServer(
         SERVER_NAME,
         version="1.0",
         instructions=(
             f"toolhub's tool catalog, filtered by policy. Call {settings.TOOLHUB_SEARCH_TOOL} with what you need "
-            "to load more tools; the tool list then changes."
+            "to load more tools; the tool list then changes. Resources and prompts are those of the MCP servers "
+            "toolhub imports whose tools policy allows; a prompt is named <server prefix>__<name>."
         ),
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
+        on_list_resources=mcp_resources.on_list_resources,
+        on_list_resource_templates=mcp_resources.on_list_resource_templates,
+        on_read_resource=mcp_resources.on_read_resource,
+        on_list_prompts=mcp_resources.on_list_prompts,
+        on_get_prompt=mcp_resources.on_get_prompt,
+        on_completion=mcp_resources.on_completion,
     )
+    # Registered this way, not as on_set_logging_level, which warns that logging is deprecated from 2026-07-28:
+    # clients of the earlier versions still set their level (agents.mcp_progress).
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, on_set_logging_level)
+    return server
 
 
 # --- the ASGI app mounted at /mcp ------------------------------------------------------------------

@@ -9,9 +9,13 @@ and timeouts come back as McpCallResult(is_error=True) with a message saying
 what happened. `connect` and `list_tools` raise McpServerUnavailable instead, so a failed
 listing is never mistaken for an empty one. A result keeps its content
 blocks and structuredContent as the server sent them (catalog.mcp_content).
-Notifications a server sends unasked (log messages, progress nobody requested,
-list changes) are logged once per kind and connection and otherwise ignored.
-Never touches the database.
+A sync caller may observe its call (`observing`): the server's progress for it,
+and its log messages while it is the only call in flight on that connection
+(a message names no request, so with two calls it could be either's), go to
+the observer. A server's resources/prompts list_changed notices go to the
+listeners registered with `on_list_changed`. Other notifications a server sends
+unasked (log messages, progress nobody requested, tool list changes) are logged
+once per kind and connection and otherwise ignored. Never touches the database.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +41,14 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, PaginatedRequestParams
+from mcp_types import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    LoggingMessageNotification,
+    PaginatedRequestParams,
+    PromptListChangedNotification,
+    ResourceListChangedNotification,
+)
 
 from .mcp_content import model_text, wire_block
 from .models import McpServer
@@ -65,6 +78,42 @@ class McpCallResult:
 
 class McpServerUnavailable(Exception):
     """The server could not be reached, did not answer in time, or answered with a protocol error."""
+
+
+@dataclass(frozen=True)
+class CallObserver:
+    """Who hears what a server says about one call while it runs. The callbacks run on the client's loop
+    thread and must not block: on_progress(progress, total, message); on_log(level, data, logger)."""
+
+    on_progress: Callable[[float, float | None, str | None], None] | None = None
+    on_log: Callable[[str, Any, str | None], None] | None = None
+
+
+_observer: ContextVar[CallObserver | None] = ContextVar("mcp_call_observer", default=None)
+
+
+@contextlib.contextmanager
+def observing(observer: CallObserver):
+    """`call_tool` calls made inside this block (in this thread or context) report to `observer`."""
+    token = _observer.set(observer)
+    try:
+        yield
+    finally:
+        _observer.reset(token)
+
+
+ListChangeListener = Callable[[str, str], None]  # (server name, notification method), on the client's loop thread
+_list_change_listeners: list[ListChangeListener] = []
+LIST_CHANGES = {
+    ResourceListChangedNotification: "notifications/resources/list_changed",
+    PromptListChangedNotification: "notifications/prompts/list_changed",
+}
+
+
+def on_list_changed(listener: ListChangeListener) -> None:
+    """Call `listener` when a server says its resource or prompt list changed (once per listener)."""
+    if listener not in _list_change_listeners:
+        _list_change_listeners.append(listener)
 
 
 def mcp_timeout() -> float:
@@ -150,6 +199,8 @@ class _Connection:
     def __init__(self, endpoint: Endpoint):
         self.endpoint = endpoint
         self.session: ClientSession | None = None
+        self.capabilities = None  # what the server said it offers in its handshake (ServerCapabilities)
+        self.calls: list[CallObserver | None] = []  # one entry per call in flight, its observer if any
         self.failure = ""  # why the connection could not open or ended
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -202,7 +253,8 @@ class _Connection:
                 session = ClientSession(_WatchedReadStream(read, self.stop), write, message_handler=self._on_message)
                 await stack.enter_async_context(session)
                 with anyio.fail_after(timeout):
-                    await session.initialize()
+                    initialized = await session.initialize()
+                self.capabilities = initialized.capabilities
                 self.session = session
                 self._ready.set()
                 await self._stop.wait()
@@ -219,7 +271,22 @@ class _Connection:
                 self._stderr.close()
 
     async def _on_message(self, message) -> None:
-        """What the server sent that answers no request: logged once per kind, never acted on."""
+        """What the server sent that answers no request: a list change or a log message someone listens to goes
+        to them; the rest is logged once per kind, never acted on."""
+        if isinstance(message, tuple(LIST_CHANGES)):
+            for listener in list(_list_change_listeners):
+                try:
+                    listener(self.endpoint.name, LIST_CHANGES[type(message)])
+                except Exception:
+                    logger.exception("a listener of %s's list changes failed", self.label)
+            if _list_change_listeners:
+                return
+        if isinstance(message, LoggingMessageNotification) and len(self.calls) == 1 and self.calls[0]:
+            observer = self.calls[0]
+            if observer.on_log is not None:
+                params = message.params
+                observer.on_log(params.level, params.data, params.logger)
+                return
         if isinstance(message, Exception):
             kind = f"unreadable message ({type(message).__name__})"
             detail = f"something that is not MCP: {message}"
@@ -295,7 +362,20 @@ def _loop_thread() -> _LoopThread:
         return _loop_state["thread"]
 
 
-async def _call(endpoint: Endpoint, name: str, arguments: dict, timeout: float) -> McpCallResult:
+def _progress_relay(observer: CallObserver | None):
+    """The SDK's progress callback for a call whose observer listens to progress (the SDK then asks for it)."""
+    if observer is None or observer.on_progress is None:
+        return None
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        observer.on_progress(progress, total, message)
+
+    return relay
+
+
+async def _call(
+    endpoint: Endpoint, name: str, arguments: dict, timeout: float, observer: CallObserver | None = None
+) -> McpCallResult:
     deadline = time.monotonic() + timeout
     connection = _loop_thread().connection(endpoint, timeout)
     try:
@@ -303,10 +383,11 @@ async def _call(endpoint: Endpoint, name: str, arguments: dict, timeout: float) 
     except McpServerUnavailable as exc:
         return McpCallResult(f"{exc} {name} was not run.", is_error=True)
     remaining = max(deadline - time.monotonic(), 0.5)
+    connection.calls.append(observer)
     try:
-        result = await asyncio.wait_for(
-            session.call_tool(name, arguments, read_timeout_seconds=remaining), remaining + 1
-        )
+        call = session.call_tool(name, arguments, read_timeout_seconds=remaining,
+                                 progress_callback=_progress_relay(observer))  # fmt: skip
+        result = await asyncio.wait_for(call, remaining + 1)
     except (TimeoutError, MCPError) as exc:
         if isinstance(exc, TimeoutError) or exc.error.code == REQUEST_TIMEOUT:
             _in_background(_drop_if_unresponsive(connection, session))
@@ -322,6 +403,8 @@ async def _call(endpoint: Endpoint, name: str, arguments: dict, timeout: float) 
     except Exception as exc:  # a malformed answer: the server does not speak the protocol as expected
         logger.warning("%s answered %s with something unexpected", connection.label, name, exc_info=True)
         return McpCallResult(f"{connection.label} gave an invalid answer to {name}: {type(exc).__name__}: {exc}", True)
+    finally:
+        connection.calls.remove(observer)
     return McpCallResult.of(result)
 
 
@@ -408,7 +491,7 @@ def call_tool(server, name: str, arguments: dict) -> McpCallResult:
     if problem:
         return McpCallResult(f"{problem} {name} was not run.", is_error=True)
     timeout = mcp_timeout()
-    future = _loop_thread().submit(_call(Endpoint.of(server), name, arguments, timeout))
+    future = _loop_thread().submit(_call(Endpoint.of(server), name, arguments, timeout, _observer.get()))
     try:
         return future.result(timeout + _GRACE_SECONDS)
     except concurrent.futures.TimeoutError:
@@ -424,7 +507,7 @@ async def acall_tool(server, name: str, arguments: dict) -> McpCallResult:
     problem = _problem(server)
     if problem:
         return McpCallResult(f"{problem} {name} was not run.", is_error=True)
-    future = _loop_thread().submit(_call(Endpoint.of(server), name, arguments, mcp_timeout()))
+    future = _loop_thread().submit(_call(Endpoint.of(server), name, arguments, mcp_timeout(), _observer.get()))
     return await asyncio.wrap_future(future)
 
 

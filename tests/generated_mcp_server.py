@@ -4,6 +4,7 @@
     python -m tests.generated_mcp_server --tools 3 --malformed gen_tool_0002
     python -m tests.generated_mcp_server --tools 1 --extra "has space" --extra a.dotted.name --duplicate gen_tool_0001
     python -m tests.generated_mcp_server --tools 1 --content --chatty
+    python -m tests.generated_mcp_server --tools 0 --library notes   # resources, prompts, progress
     python -m tests.generated_mcp_server --tools 1000 --http 127.0.0.1:8766   # streamable HTTP at /mcp
 
 Every gen_tool_NNNN echoes its arguments back as JSON text. --malformed lists
@@ -16,6 +17,11 @@ content with an outputSchema, title and annotations, and `gen_big`, which
 answers `bytes` characters of text). --chatty sends notifications nobody
 asked for (log messages, progress for an unknown token, a resource update, a
 tool list change, a method no spec defines) before it answers each call.
+--library NAME serves resources (gen://NAME/readme, gen://NAME/pixel), a
+resource template (gen://NAME/notes/{id}), prompts (summarize with a topic
+argument, greet), completions of both, and two tools: gen_slow (`steps` steps,
+a progress notice and a log message at each when asked) and gen_add_note (adds
+resource gen://NAME/added/{id} and says its resource list changed).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 MALFORMED_SCHEMA = {"type": "object", "properties": {"q": {"type": "nonsense"}}}
 BAD_OUTPUT_SCHEMA = {"type": "object", "properties": {"n": {"type": 42}}}
@@ -156,14 +163,101 @@ async def chatter(ctx) -> None:
     await session._connection.outbound.notify("notifications/made_up", {"noise": True})
 
 
+LIBRARY_TOPICS = ("apples", "apricots", "bananas")
+
+
+class Library:
+    """What --library NAME serves beside tools."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.added: dict[str, str] = {}  # uri -> text, resources gen_add_note made
+        self.tools = [
+            types.Tool(name="gen_slow", description="Works in steps, telling its progress.",
+                       input_schema={"type": "object", "properties": {"steps": {"type": "integer"}}}),
+            types.Tool(name="gen_add_note", description="Adds a note resource.",
+                       input_schema={"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+        ]  # fmt: skip
+
+    def uri(self, path: str) -> str:
+        return f"gen://{self.name}/{path}"
+
+    def resources(self) -> list[types.Resource]:
+        listed = [
+            types.Resource(uri=self.uri("readme"), name="readme", title=f"{self.name} readme",
+                           mime_type="text/markdown"),
+            types.Resource(uri=self.uri("pixel"), name="pixel", mime_type="image/png"),
+        ]  # fmt: skip
+        return listed + [types.Resource(uri=uri, name=uri.rsplit("/", 1)[1], mime_type="text/plain")
+                         for uri in self.added]  # fmt: skip
+
+    def read(self, uri: str) -> types.ReadResourceResult:
+        if uri == self.uri("readme"):
+            text = f"# The {self.name} readme"
+            contents = [types.TextResourceContents(uri=uri, mime_type="text/markdown", text=text)]
+        elif uri == self.uri("pixel"):
+            contents = [types.BlobResourceContents(uri=uri, mime_type="image/png", blob=PNG)]
+        elif uri in self.added:
+            contents = [types.TextResourceContents(uri=uri, mime_type="text/plain", text=self.added[uri])]
+        elif uri.startswith(self.uri("notes/")):
+            note = uri.removeprefix(self.uri("notes/"))
+            contents = [types.TextResourceContents(uri=uri, mime_type="text/plain", text=f"Note {note}.")]
+        else:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown resource: {uri}")
+        return types.ReadResourceResult(contents=contents)
+
+    def prompts(self) -> list[types.Prompt]:
+        topic = types.PromptArgument(name="topic", description="What to summarize", required=True)
+        return [
+            types.Prompt(name="summarize", title="Summarize", description="Summarize a topic", arguments=[topic]),
+            types.Prompt(name="greet", description="A greeting"),
+        ]
+
+    def prompt(self, name: str, arguments: dict | None) -> types.GetPromptResult:
+        if name == "greet":
+            text = f"Hello from {self.name}."
+        elif name == "summarize" and (arguments or {}).get("topic"):
+            text = f"Summarize {arguments['topic']} in the words of {self.name}."
+        else:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Prompt {name} needs a topic" if name == "summarize"
+                           else f"Unknown prompt: {name}")  # fmt: skip
+        message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+        return types.GetPromptResult(description=f"{name} of {self.name}", messages=[message])
+
+    def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
+        value = params.argument.value
+        choices = LIBRARY_TOPICS if params.argument.name == "topic" else ("1", "2", "3")
+        return types.CompleteResult(completion=types.Completion(values=[c for c in choices if c.startswith(value)]))
+
+    async def call(self, ctx, name: str, arguments: dict) -> types.CallToolResult:
+        if name == "gen_slow":
+            steps = int(arguments.get("steps", 3))
+            for step in range(1, steps + 1):
+                await ctx.session.report_progress(step, steps, f"step {step} of {steps}")
+                params = types.LoggingMessageNotificationParams(level="info", data=f"step {step}", logger=self.name)
+                await ctx.session.send_notification(types.LoggingMessageNotification(params=params),
+                                                    related_request_id=ctx.request_id)  # fmt: skip
+                await anyio.sleep(0.05)
+            text = f"done in {steps} steps"
+        else:
+            uri = self.uri(f"added/{arguments['id']}")
+            self.added[uri] = f"Added note {arguments['id']}."
+            await ctx.session.send_resource_list_changed()
+            text = uri
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
 def build_server(count: int, malformed: set[str], *, extra=(), duplicate=(), bad_output=frozenset(), content=False,
-                 chatty=False) -> Server:  # fmt: skip
+                 chatty=False, library: str | None = None) -> Server:  # fmt: skip
     listing = generated_tools(count, malformed, bad_output)
     listing += [types.Tool(name=name, description="An extra echo tool.", input_schema=echo_schema(0)) for name in extra]
     listing += [tool for tool in listing if tool.name in set(duplicate)]
     if content:
         listing += content_tools()
     content_names = {tool.name for tool in content_tools()}
+    shelf = Library(library) if library else None
+    if shelf:
+        listing += shelf.tools
 
     async def on_list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listing)
@@ -173,10 +267,37 @@ def build_server(count: int, malformed: set[str], *, extra=(), duplicate=(), bad
             await chatter(ctx)
         if content and params.name in content_names:
             return content_result(params.name, params.arguments or {})
+        if shelf and params.name in {"gen_slow", "gen_add_note"}:
+            return await shelf.call(ctx, params.name, params.arguments or {})
         text = json.dumps({"tool": params.name, "arguments": params.arguments or {}})
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
-    return Server("toolhub-generated", version="1.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    if shelf is None:
+        return Server("toolhub-generated", version="1.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+    async def on_list_resources(ctx, params) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=shelf.resources())
+
+    async def on_list_resource_templates(ctx, params) -> types.ListResourceTemplatesResult:
+        template = types.ResourceTemplate(uri_template=shelf.uri("notes/{id}"), name="note", mime_type="text/plain")
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def on_read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        return shelf.read(str(params.uri))
+
+    async def on_list_prompts(ctx, params) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=shelf.prompts())
+
+    async def on_get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        return shelf.prompt(params.name, params.arguments)
+
+    async def on_completion(ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
+        return shelf.complete(params)
+
+    return Server("toolhub-generated", version="1.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+                  on_list_resources=on_list_resources, on_list_resource_templates=on_list_resource_templates,
+                  on_read_resource=on_read_resource, on_list_prompts=on_list_prompts, on_get_prompt=on_get_prompt,
+                  on_completion=on_completion)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -188,11 +309,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duplicate", action="append", default=[], metavar="NAME")
     parser.add_argument("--content", action="store_true")
     parser.add_argument("--chatty", action="store_true")
+    parser.add_argument("--library", metavar="NAME", help="Serve resources and prompts under gen://NAME/.")
     parser.add_argument("--http", metavar="HOST:PORT", help="Serve streamable HTTP at http://HOST:PORT/mcp, not stdio.")
     options = parser.parse_args(argv)
     server = build_server(options.tools, set(options.malformed), extra=options.extra, duplicate=options.duplicate,
                           bad_output=set(options.bad_output_schema), content=options.content,
-                          chatty=options.chatty)  # fmt: skip
+                          chatty=options.chatty, library=options.library)  # fmt: skip
     if options.http:
         import uvicorn
 

@@ -6,10 +6,13 @@ is named with the server's prefix. `@modelcontextprotocol/server-everything`
 (npm, pinned in tests/npm/package-lock.json, installed by `make test`) answers
 every kind of content; each answer through toolhub is compared with the same
 call made directly to a second copy of the server. It has no audio tool, so
-audio is covered by tests/test_mcp_content.py's generated server.
+audio is covered by tests/test_mcp_content.py's generated server. Its
+resources, resource templates, prompts, completions and progress pass through
+toolhub the same way (tests/test_mcp_resources.py covers the rule in detail).
 """
 
 import asyncio
+import base64
 import sys
 from contextlib import asynccontextmanager
 
@@ -19,6 +22,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, PromptReference, ResourceListChangedNotification
 
 from agents.api_keys import create_api_key
 from catalog import mcp_client
@@ -69,10 +73,15 @@ def toolhub(tmp_path):
 
 
 @asynccontextmanager
-async def session_for(base: str, key: str):
+async def session_for(base: str, key: str, notices: list | None = None):
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=120)
+
+    async def on_message(message):
+        if notices is not None:
+            notices.append(message)
+
     async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, message_handler=on_message) as session:
             await session.initialize()
             yield session
 
@@ -171,3 +180,75 @@ def test_unknown_and_denied_tools_are_json_rpc_errors_with_the_reason(toolhub):
     assert (unknown.code, unknown.message) == (-32602, "There is no tool named no-such-tool.")
     assert denied.code == -32602 and "no policy (fail closed)" in denied.message
     assert invalid.is_error and "Invalid arguments at a" in invalid.content[0].text  # the model can correct this
+
+
+def test_resources_prompts_completion_and_progress_of_server_everything_pass_through_and_a_denied_copys_stay_hidden(
+    toolhub,
+):
+    base, key, _, _ = toolhub
+    denied = McpServer.objects.create(name="everything-denied", command="node", args=[str(EVERYTHING), "stdio"])
+    assert sync_server(denied).ok  # its tools are prefixed (the first copy has their names) and have no policy
+    for name in ("trigger-long-running-operation", "gzip-file-as-resource"):
+        make_policy(Tool.objects.get(name=name))
+    mcp_client.close_all()
+    prefix, denied_prefix = McpServer.objects.get(name="everything").prefix, denied.prefix
+
+    async def scenario():
+        notices = []
+        async with session_for(base, key, notices) as through, direct_everything() as direct:
+            resources = (await through.list_resources()).resources
+            assert [wire(r) for r in resources] == [wire(r) for r in (await direct.list_resources()).resources]
+            templates = (await through.list_resource_templates()).resource_templates
+            assert [t.uri_template for t in templates] == ["demo://resource/dynamic/text/{resourceId}",
+                                                           "demo://resource/dynamic/blob/{resourceId}"]  # fmt: skip
+            document = resources[0].uri
+            assert wire(await through.read_resource(document)) == wire(await direct.read_resource(document))
+            dynamic = await through.read_resource("demo://resource/dynamic/text/3")  # routed by its template
+            assert dynamic.contents[0].text.startswith("Resource 3: This is a plaintext resource")
+
+            prompts = {p.name: p for p in (await through.list_prompts()).prompts}
+            direct_prompts = (await direct.list_prompts()).prompts
+            assert set(prompts) == {f"{prefix}__{p.name}" for p in direct_prompts}  # none of the denied copy
+            assert not any(name.startswith(f"{denied_prefix}__") for name in prompts)
+            got = await through.get_prompt(f"{prefix}__args-prompt", {"city": "Hanoi", "state": "HN"})
+            assert wire(got) == wire(await direct.get_prompt("args-prompt", {"city": "Hanoi", "state": "HN"}))
+            completed = await through.complete(
+                PromptReference(type="ref/prompt", name=f"{prefix}__completable-prompt"),
+                {"name": "department", "value": "E"},
+            )
+            expected = await direct.complete(
+                PromptReference(type="ref/prompt", name="completable-prompt"), {"name": "department", "value": "E"}
+            )
+            assert completed.completion.values == expected.completion.values and completed.completion.values
+
+            with pytest.raises(MCPError) as unknown:
+                await through.read_resource("demo://resource/nowhere/1")
+            assert unknown.value.error.code == INVALID_PARAMS and "There is no resource" in unknown.value.error.message
+            with pytest.raises(MCPError) as denied_prompt:
+                await through.get_prompt(f"{denied_prefix}__simple-prompt")
+            assert denied_prompt.value.error.code == INVALID_PARAMS
+
+            updates = []
+
+            async def on_progress(progress, total, message):
+                updates.append((progress, total))
+
+            done = await through.call_tool("trigger-long-running-operation", {"duration": 1, "steps": 3},
+                                           progress_callback=on_progress)  # fmt: skip
+            assert "Long running operation completed" in done.content[0].text
+            assert updates == [(1, 3), (2, 3), (3, 3)]
+
+            data = "data:text/plain;base64," + base64.b64encode(b"a note to zip").decode()
+            zipped = await through.call_tool(
+                "gzip-file-as-resource", {"name": "note.txt.gz", "data": data, "outputType": "resourceLink"}
+            )
+            link = zipped.content[0].uri  # a session resource: the server says its resource list changed
+            for _ in range(100):
+                if any(isinstance(n, ResourceListChangedNotification) for n in notices):
+                    break
+                await asyncio.sleep(0.1)
+            assert any(isinstance(n, ResourceListChangedNotification) for n in notices)
+            assert link in [r.uri for r in (await through.list_resources()).resources]
+            assert (await through.read_resource(link)).contents[0].mime_type == "application/gzip"
+
+    asyncio.run(scenario())
