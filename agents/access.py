@@ -2,9 +2,10 @@
 
 An ability needs a model permission of the acting user (toolhub.roles grants
 them by role: a viewer reads; an operator also starts turns and calls tools;
-an admin holds everything) and, when the request carries an API key, one of
-the scopes the ability lists. A key acts with its owner's permissions, never
-more, and only inside its scopes; a dashboard session has no scopes to check.
+an admin holds everything) and, when the request carries an API key or an
+OAuth access token (same scopes), one of the scopes the ability lists. A key
+acts with its owner's permissions, never more, and only inside its scopes; a
+dashboard session has no scopes to check.
 Object-level rules (who may decide which approval) stay with their logic
 (agents.approvals.may_decide). Never reads group names, never writes.
 """
@@ -40,14 +41,15 @@ class Refusal:
     missing_scopes: frozenset[str] = frozenset()
 
 
-def refusal(user, ability: Ability, *, scopes: Iterable[str] | None = None) -> Refusal | None:
-    """None when `user` (with an API key's `scopes`, or None for a session) may do `ability`; else why not."""
+def refusal(user, ability: Ability, *, scopes: Iterable[str] | None = None, holder: str = "API key") -> Refusal | None:
+    """None when `user` (with the `scopes` of an API key or OAuth token, or None for a session) may do `ability`;
+    else why not. `holder` names what carries the scopes in the answer ("API key", "access token")."""
     if user is None or not user.is_authenticated or not user.is_active:
         return Refusal(f"Sign in to {ability.verb}.")
     if scopes is not None and not ability.scopes & set(scopes):
         needed = " or ".join(sorted(ability.scopes))
         held = ", ".join(sorted(scopes)) or "none"
-        return Refusal(f"This API key may not {ability.verb}: it needs the scope {needed} (it has {held}).",
+        return Refusal(f"This {holder} may not {ability.verb}: it needs the scope {needed} (it has {held}).",
                        missing_scopes=ability.scopes)  # fmt: skip
     if ability.permission and not user.has_perm(ability.permission):
         return Refusal(f"{user.get_username()} may not {ability.verb} (needs the {ability.permission} permission).")

@@ -36,8 +36,12 @@ def authenticate(key: str) -> ApiKey | None:
     api_key = ApiKey.objects.select_related("user").filter(prefix=parts[1], revoked=False).first()
     if api_key is None or not hmac.compare_digest(api_key.key_hash, _digest(key)) or not api_key.user.is_active:
         return None
+    touch_last_used(api_key)
+    return api_key
+
+
+def touch_last_used(api_key: ApiKey) -> None:
     now = timezone.now()
     # At most one write a minute per key: a commit on every request (an MCP call is one) costs more than the call.
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
-    return api_key

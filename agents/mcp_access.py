@@ -1,6 +1,6 @@
 """Authorization of /mcp requests: agents.access applied to JSON-RPC, before the MCP SDK sees the request.
 
-A key whose owner may not use /mcp (catalog.view_tool) or that has neither the
+A key (or OAuth access token) whose owner may not use /mcp (catalog.view_tool) or that has neither the
 mcp nor the read scope gets HTTP 403 for every request. A `tools/call` from a
 key that may not call tools (agents.add_turn and the mcp scope) gets HTTP 403
 with a JSON-RPC error carrying the request's id, and the SDK never runs it;
@@ -76,10 +76,14 @@ async def buffered(receive):
     return body, replay
 
 
-async def check(api_key, scope, receive):
-    """(None, receive) when the request may go to the SDK (receive replays a body read here); else (Denial, _)."""
-    user, scopes = api_key.user, list(api_key.scopes)
-    refused = await sync_to_async(refusal)(user, USE_MCP, scopes=scopes)
+async def check(credential, scope, receive):
+    """(None, receive) when the request may go to the SDK (receive replays a body read here); else (Denial, _).
+
+    `credential` is an agents.credentials.Credential: an API key's or an OAuth access token's, checked alike.
+    """
+    user, scopes = credential.user, list(credential.scopes)
+    holder = "access token" if credential.oauth else "API key"
+    refused = await sync_to_async(refusal)(user, USE_MCP, scopes=scopes, holder=holder)
     if refused is not None:
         return forbidden(refused), receive
     if scope.get("method") != "POST":
@@ -87,7 +91,7 @@ async def check(api_key, scope, receive):
     body, receive = await buffered(receive)
     ids = tool_call_ids(body)
     if ids:
-        refused = await sync_to_async(refusal)(user, CALL_TOOL, scopes=scopes)
+        refused = await sync_to_async(refusal)(user, CALL_TOOL, scopes=scopes, holder=holder)
         if refused is not None:
             return forbidden(refused, ids[0]), receive
     return None, receive

@@ -22,7 +22,8 @@ a call's progress and log messages by agents.mcp_progress.
 Never lists or runs a tool that policy denies or that has no policy: an unknown
 or denied tool, or one that requires an operator's approval (not offered over
 MCP), is a JSON-RPC error (-32602) saying why. Never serves a request without a
-valid API key (401), nor one its key's owner or scopes do not allow (403,
+valid API key or OAuth access token (401 naming the OAuth resource metadata:
+agents.oauth), nor one its key's owner or scopes do not allow (403,
 agents.mcp_access), nor one past its key's or owner's rate limit (429 with
 Retry-After, toolhub.rate_limits). A session is bound to the key that opened
 it (the SDK answers 404 to another key).
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import json
 import logging
 import threading
@@ -41,6 +43,7 @@ from collections import defaultdict
 import mcp_types as types
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -53,8 +56,8 @@ from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
 from catalog.mcp_client import observing
 from toolhub import rate_limits
 
-from . import mcp_access, mcp_resources
-from .api_keys import authenticate
+from . import mcp_access, mcp_resources, oauth
+from .credentials import authenticate_bearer
 from .mcp_found import found_tools, remember_found
 from .mcp_progress import CallRelay, on_set_logging_level
 from .models import ModelProfile
@@ -350,26 +353,35 @@ class McpEndpoint:
         if not _allowed_host(headers):
             await _send_json(send, 400, {"error": "Host not allowed."})
             return
+        request = ASGIRequest(scope, io.BytesIO())  # Django's view of the URL: resource and metadata URLs
         auth = headers.get(b"authorization", b"").decode("latin-1")
         if not auth.startswith("Bearer "):
-            await _send_json(send, 401, {"error": "Missing API key: send Authorization: Bearer <key>."},
-                             headers=((b"www-authenticate", b"Bearer"),))  # fmt: skip
+            await _send_json(send, 401, {"error": "Missing credentials: send Authorization: Bearer <API key or "
+                                                  "OAuth access token>, or connect with OAuth."},
+                             headers=((b"www-authenticate", oauth.bearer_challenge(request).encode()),))  # fmt: skip
             return
-        api_key = await sync_to_async(authenticate)(auth.removeprefix("Bearer ").strip())
-        if api_key is None:
-            await _send_json(send, 401, {"error": "Invalid API key."}, headers=((b"www-authenticate", b"Bearer"),))
+        token = auth.removeprefix("Bearer ").strip()
+        credential = await sync_to_async(authenticate_bearer)(token, resource=oauth.mcp_resource(request))
+        if credential is None:
+            challenge = oauth.bearer_challenge(
+                request, error="invalid_token", description="The API key or access token is unknown, expired or revoked"
+            )
+            await _send_json(send, 401, {"error": "Invalid API key or access token."},
+                             headers=((b"www-authenticate", challenge.encode()),))  # fmt: skip
             return
+        api_key = credential.api_key  # an API key, or the key an OAuth client acts as for its user
         exceeded = await sync_to_async(rate_limits.api_request)(api_key)
         if exceeded is not None:  # 429 with a JSON-RPC error; the body is not read, so no request id
             await _send_json(send, 429, mcp_access.jsonrpc_error(None, mcp_access.RATE_LIMITED, exceeded.message),
                              headers=((b"retry-after", str(exceeded.retry_after).encode()),))  # fmt: skip
             return
-        denial, receive = await mcp_access.check(api_key, scope, receive)  # 403: the key's owner or scopes
+        denial, receive = await mcp_access.check(credential, scope, receive)  # 403: the owner or the scopes
         if denial is not None:
             await _send_json(send, denial.status, denial.payload, headers=denial.headers)
             return
         await self._ensure_started()
-        principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=api_key.scopes)
+        scopes = list(credential.scopes)
+        principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=scopes)
         scope = {**scope, "user": AuthenticatedUser(principal), API_KEY_SCOPE: api_key.pk}
         await self.manager.handle_request(scope, receive, send)
 

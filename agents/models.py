@@ -362,9 +362,22 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     scopes = models.JSONField(default=default_api_key_scopes, help_text="What the key may be used for (Scope values).")
+    # Set on the key an OAuth client acts as for its user (agents.oauth): it has no secret of its own; its access
+    # tokens use it. Revoking it cuts the client off; its scopes narrow what the client's tokens may do.
+    oauth_application = models.ForeignKey(
+        settings.OAUTH2_PROVIDER_APPLICATION_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+        help_text="The OAuth client that acts as this key (set on keys toolhub makes for OAuth clients only).",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "oauth_application"],
+                condition=models.Q(oauth_application__isnull=False),
+                name="one_key_per_oauth_client_and_user",
+            )
+        ]
 
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"

@@ -156,7 +156,9 @@ async def test_mcp_endpoint_refuses_a_request_without_a_valid_key_or_from_anothe
 
     assert (await asgi_request(endpoint, headers=[host]))[0] == 401
     status, headers = await asgi_request(endpoint, headers=[host, (b"authorization", b"Bearer th_abc_def")])
-    assert status == 401 and headers[b"www-authenticate"] == b"Bearer"
+    challenge = headers[b"www-authenticate"].decode()
+    assert status == 401 and challenge.startswith('Bearer error="invalid_token"')
+    assert 'resource_metadata="http://toolhub.example/.well-known/oauth-protected-resource/mcp"' in challenge
     assert (await asgi_request(endpoint, headers=[(b"host", b"evil.example")]))[0] == 400
 
 

@@ -157,6 +157,24 @@ RULES = {
         "/v1/approvals/{approval}",
         {"GET": everyone(405), "POST": needs("operator", 409, anonymous=401)},
     ),
+    # OAuth for /mcp (agents.oauth_urls): public metadata and token endpoints (a probe without a client gets the
+    # library's 400), client registration (an empty body is refused metadata), consent for a signed-in user only.
+    ".well-known/oauth-authorization-server": (
+        "/.well-known/oauth-authorization-server",
+        {"GET": everyone(200), "POST": everyone(405)},
+    ),
+    ".well-known/oauth-protected-resource": (
+        "/.well-known/oauth-protected-resource",
+        {"GET": everyone(200), "POST": everyone(405)},
+    ),
+    ".well-known/oauth-protected-resource/mcp": (
+        "/.well-known/oauth-protected-resource/mcp",
+        {"GET": everyone(200), "POST": everyone(405)},
+    ),
+    "oauth/authorize/": ("/oauth/authorize/", {"GET": signed_in(400), "POST": signed_in(200)}),
+    "oauth/token/": ("/oauth/token/", {"GET": everyone(405), "POST": everyone(400)}),
+    "oauth/revoke/": ("/oauth/revoke/", {"GET": everyone(405), "POST": everyone(400)}),
+    "oauth/register": ("/oauth/register", {"GET": everyone(405), "POST": everyone(400)}),
 }
 ADMIN_PREFIX = "admin/"  # Django's admin site: staff only (its login page excepted)
 # The admin's own login answers everyone (a signed-in staff member is sent on to the index); its logout is for

@@ -32,6 +32,16 @@ class ContentSecurityPolicyMiddleware:
         return response
 
 
+def with_form_action(policy: str, source: str) -> str:
+    """`policy` with `source` added to its form-action: for a page whose form's answer redirects there (OAuth
+    consent redirects to its client). A policy without form-action restricts no form and stays as it is."""
+    directives = [directive.strip() for directive in policy.split(";") if directive.strip()]
+    return "; ".join(
+        f"{directive} {source}" if directive.split()[0].lower() == "form-action" else directive
+        for directive in directives
+    )
+
+
 def is_debug_page(response) -> bool:
     """Django's technical 404 and 500 pages (DEBUG only) style and script inline: left without a policy."""
     return settings.DEBUG and response.status_code >= 400 and response.get("Content-Type", "").startswith("text/html")

@@ -99,6 +99,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "oauth2_provider",
     "template_partials",
     "catalog",
     "agents",
@@ -367,6 +368,45 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# --- OAuth 2.1 for /mcp (agents/oauth.py; django-oauth-toolkit is the authorization server) ----------------
+# Lifetimes in seconds: an access token, and the refresh token that renews it (rotated on every use).
+TOOLHUB_OAUTH_ACCESS_TOKEN_SECONDS = env_int("TOOLHUB_OAUTH_ACCESS_TOKEN_SECONDS", 3600)
+TOOLHUB_OAUTH_REFRESH_TOKEN_SECONDS = env_int("TOOLHUB_OAUTH_REFRESH_TOKEN_SECONDS", 30 * 24 * 3600)
+# Open dynamic client registration (RFC 7591) at /oauth/register: MCP clients register themselves there. Off: only
+# clients an admin creates (admin, OAuth applications) can ask users for access.
+TOOLHUB_OAUTH_REGISTRATION = env_bool("TOOLHUB_OAUTH_REGISTRATION", True)
+# Named so agents.ApiKey can point at it (the library's models are swappable; toolhub keeps its own).
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
+OAUTH2_PROVIDER = {
+    # The OAuth scopes are the API-key scopes that /mcp reads (agents.access): no chat, /v1 takes API keys only.
+    "SCOPES": {
+        "mcp": "List and call the tools your role allows, over MCP",
+        "read": "Read only: list tools, never call one",
+    },
+    "DEFAULT_SCOPES": ["mcp"],
+    "ACCESS_TOKEN_EXPIRE_SECONDS": TOOLHUB_OAUTH_ACCESS_TOKEN_SECONDS,
+    "REFRESH_TOKEN_EXPIRE_SECONDS": TOOLHUB_OAUTH_REFRESH_TOKEN_SECONDS,
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "PKCE_REQUIRED": True,
+    # Loopback redirect URIs match on any port (RFC 8252 §7.3: native clients listen on a port they pick).
+    "ALLOW_LOCALHOST_LOOPBACK": True,
+    "REQUEST_APPROVAL_PROMPT": "auto",  # consent once per client and scopes while a token of it is valid
+    # RFC 9700 (OAuth security BCP): no implicit or password grant, S256 only, tokens never in the query string,
+    # RFC 9207 `iss` in the authorization response, tokens stored hashed.
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "DCR_ENABLED": TOOLHUB_OAUTH_REGISTRATION,  # advertises registration_endpoint (agents.oauth_views.register)
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
+    "OAUTH2_PROTECTED_RESOURCE_NAME": "toolhub MCP",
+}
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "overview"
 LOGOUT_REDIRECT_URL = "login"
