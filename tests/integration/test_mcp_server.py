@@ -174,7 +174,7 @@ def test_a_viewers_key_lists_tools_but_the_sdk_client_gets_an_error_for_a_call(t
 def test_the_readme_mcp_client_example_works_as_printed(toolhub_mcp):
     base, key = toolhub_mcp
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
-    (example,) = [block for block in blocks if "streamable_http_client(" in block]
+    (example,) = [block for block in blocks if "streamable_http_client(" in block and "TOOLHUB_KEY" in block]
 
     code = example.replace("http://127.0.0.1:8000", base)
     env = os.environ | {"TOOLHUB_KEY": key}
