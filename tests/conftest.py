@@ -33,6 +33,7 @@ Conventions (a new test file in the current style needs nothing else):
 import os
 
 import pytest
+import pytest_asyncio
 from django.conf import settings
 from hypothesis import settings as hypothesis_settings
 
@@ -136,6 +137,21 @@ def demo_catalog(db):
     from tests.demo_snapshot import demo_catalog as load
 
     return load()
+
+
+@pytest_asyncio.fixture
+async def mcp_endpoint():
+    """toolhub's /mcp ASGI endpoint in this test's process; its session runner stopped and connections closed after."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    from agents.mcp_server import McpEndpoint
+
+    endpoint = McpEndpoint()
+    yield endpoint
+    if endpoint._runner is not None:
+        endpoint._runner.cancel()
+    await sync_to_async(connections.close_all)()
 
 
 @pytest.fixture

@@ -4,17 +4,15 @@ import importlib
 import json
 
 import pytest
-import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
-from django.db import connection, connections
+from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from agents.access import CALL_TOOL, START_TURN, allows
 from agents.api_keys import authenticate, create_api_key
-from agents.mcp_server import McpEndpoint
 from agents.models import ApiKey, Conversation, Turn
 from tests.builders import make_policy, make_tool, make_user
 from tests.mcp_asgi import McpAsgiClient
@@ -151,15 +149,6 @@ def test_the_migration_gives_existing_keys_chat_and_mcp():
 
 
 # --- /mcp ---------------------------------------------------------------------------------------
-
-
-@pytest_asyncio.fixture
-async def mcp_endpoint():
-    endpoint = McpEndpoint()
-    yield endpoint
-    if endpoint._runner is not None:
-        endpoint._runner.cancel()
-    await sync_to_async(connections.close_all)()
 
 
 @sync_to_async

@@ -11,14 +11,11 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
-import pytest_asyncio
 from asgiref.sync import sync_to_async
-from django.db import connections
 from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
-from agents.mcp_server import McpEndpoint
 from agents.models import ApiKey
 from tests.builders import make_policy, make_tool, make_user
 from tests.mcp_asgi import McpAsgiClient
@@ -313,15 +310,6 @@ def test_the_consent_page_tells_a_viewer_it_may_list_but_not_call_tools(client):
 
 
 # --- /mcp with an access token ----------------------------------------------------------------------------------
-
-
-@pytest_asyncio.fixture
-async def mcp_endpoint():
-    endpoint = McpEndpoint()
-    yield endpoint
-    if endpoint._runner is not None:
-        endpoint._runner.cancel()
-    await sync_to_async(connections.close_all)()
 
 
 @sync_to_async

@@ -19,7 +19,6 @@ only, everyone else is sent to the admin's login.
 import json
 
 import pytest
-import pytest_asyncio
 from asgiref.sync import sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
@@ -31,7 +30,6 @@ from django.utils import timezone
 
 from agents.api_keys import create_api_key
 from agents.consumers import FORBIDDEN
-from agents.mcp_server import McpEndpoint
 from agents.models import ApiKey, Conversation, RoutingLog, ToolApproval, Turn, Workflow
 from agents.routing import websocket_urlpatterns
 from catalog.models import Domain, KnowledgeSnippet, McpServer, ToolExample
@@ -366,15 +364,6 @@ MCP_SCOPED = {  # an operator's key with these scopes
     ("mcp",): (200, 200, 200),
     ("read",): (200, 200, 403),
 }
-
-
-@pytest_asyncio.fixture
-async def mcp_endpoint():
-    endpoint = McpEndpoint()
-    yield endpoint
-    if endpoint._runner is not None:
-        endpoint._runner.cancel()
-    await sync_to_async(connections.close_all)()
 
 
 async def mcp_statuses(endpoint, key) -> tuple[int, ...]:

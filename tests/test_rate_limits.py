@@ -3,13 +3,10 @@
 import json
 
 import pytest
-import pytest_asyncio
 from asgiref.sync import sync_to_async
-from django.db import connections
 
 from agents.api_keys import create_api_key
 from agents.mcp_access import RATE_LIMITED
-from agents.mcp_server import McpEndpoint
 from agents.models import Turn
 from tests.builders import make_user
 from tests.mcp_asgi import McpAsgiClient
@@ -93,15 +90,6 @@ def test_a_limited_chat_request_starts_no_turn(client, clock, settings):
                            headers={"Authorization": f"Bearer {key}"})  # fmt: skip
     assert response.status_code == 429 and response.json()["error"]["code"] == "rate_limit_exceeded"
     assert not Turn.objects.exists()
-
-
-@pytest_asyncio.fixture
-async def mcp_endpoint():
-    endpoint = McpEndpoint()
-    yield endpoint
-    if endpoint._runner is not None:
-        endpoint._runner.cancel()
-    await sync_to_async(connections.close_all)()
 
 
 @pytest.mark.asyncio
