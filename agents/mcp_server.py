@@ -283,7 +283,8 @@ def build_server() -> Server:
         instructions=(
             f"toolhub's tool catalog, filtered by policy. Call {settings.TOOLHUB_SEARCH_TOOL} with what you need "
             "to load more tools; the tool list then changes. Resources and prompts are those of the MCP servers "
-            "toolhub imports whose tools policy allows; a prompt is named <server prefix>__<name>."
+            "toolhub imports whose tools policy allows; a prompt keeps its server's name, or is "
+            "<server prefix>__<name> when an earlier server has a prompt of that name."
         ),
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
