@@ -269,7 +269,7 @@ async def prompt_owner(name: str) -> tuple[McpServer, str]:
 # --- the handlers of toolhub's MCP server ------------------------------------------------------------
 
 
-def _refused(exc: Exception, server: McpServer | None = None) -> MCPError:
+def refused_error(exc: Exception, server: McpServer | None = None) -> MCPError:
     if isinstance(exc, NotOffered):
         return MCPError(code=types.INVALID_PARAMS, message=str(exc))
     if isinstance(exc, UpstreamRefused):
@@ -293,7 +293,7 @@ async def on_read_resource(ctx, params: types.ReadResourceRequestParams) -> type
         server = await resource_owner(str(params.uri))
         return types.ReadResourceResult.model_validate(await aread_resource(server, str(params.uri)))
     except (NotOffered, UpstreamRefused, McpServerUnavailable) as exc:
-        raise _refused(exc, server) from None
+        raise refused_error(exc, server) from None
 
 
 async def on_list_prompts(ctx, params) -> types.ListPromptsResult:
@@ -307,7 +307,7 @@ async def on_get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetP
         server, upstream = await prompt_owner(params.name)
         return types.GetPromptResult.model_validate(await aget_prompt(server, upstream, params.arguments))
     except (NotOffered, UpstreamRefused, McpServerUnavailable) as exc:
-        raise _refused(exc, server) from None
+        raise refused_error(exc, server) from None
 
 
 async def on_completion(ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
@@ -319,7 +319,7 @@ async def on_completion(ctx, params: types.CompleteRequestParams) -> types.Compl
         else:
             server = await template_owner(ref["uri"])
     except NotOffered as exc:
-        raise _refused(exc) from None
+        raise refused_error(exc) from None
     argument = params.argument.model_dump(mode="json", by_alias=True)
     context = params.context.model_dump(mode="json", by_alias=True) if params.context else None
     try:

@@ -16,8 +16,9 @@ and it runs as a builtin or on its MCP server. An MCP tool's answer passes on
 as its server sent it (every content block, structuredContent; text cut to the
 result budget); listings carry its title, outputSchema and annotations.
 Resources, resource templates, prompts and completions of the imported servers
-are relayed by agents.mcp_resources (which servers offer them: its docstring);
-a call's progress and log messages by agents.mcp_progress.
+are relayed by agents.mcp_resources (which servers offer them: its docstring),
+subscriptions to their resources by agents.mcp_subscriptions, a call's
+progress and log messages by agents.mcp_progress.
 
 Never lists or runs a tool that policy denies or that has no policy: an unknown
 or denied tool, or one that requires an operator's approval (not offered over
@@ -56,7 +57,7 @@ from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
 from catalog.mcp_client import observing
 from toolhub import rate_limits
 
-from . import mcp_access, mcp_resources, oauth
+from . import mcp_access, mcp_resources, mcp_subscriptions, oauth
 from .credentials import authenticate_bearer
 from .mcp_found import found_tools, remember_found
 from .mcp_progress import CallRelay, on_set_logging_level
@@ -291,6 +292,8 @@ def build_server() -> Server:
         on_list_resources=mcp_resources.on_list_resources,
         on_list_resource_templates=mcp_resources.on_list_resource_templates,
         on_read_resource=mcp_resources.on_read_resource,
+        on_subscribe_resource=mcp_subscriptions.on_subscribe_resource,
+        on_unsubscribe_resource=mcp_subscriptions.on_unsubscribe_resource,
         on_list_prompts=mcp_resources.on_list_prompts,
         on_get_prompt=mcp_resources.on_get_prompt,
         on_completion=mcp_resources.on_completion,

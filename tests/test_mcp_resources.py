@@ -13,7 +13,7 @@ import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from agents import mcp_resources
+from agents import mcp_resources, mcp_subscriptions
 from agents.api_keys import create_api_key
 from agents.mcp_server import McpEndpoint
 from agents.models import ApiKey
@@ -74,7 +74,7 @@ async def test_toolhub_advertises_resources_prompts_logging_and_completions(endp
 
     capabilities = (await client.initialize()).result["capabilities"]
 
-    assert capabilities["resources"] == {"subscribe": False, "listChanged": True}
+    assert capabilities["resources"] == {"subscribe": True, "listChanged": True}
     assert capabilities["prompts"] == {"listChanged": True}
     assert {"logging", "completions", "tools"} <= set(capabilities)
 
@@ -213,15 +213,16 @@ async def test_completion_is_relayed_for_a_prompt_argument_and_a_template_variab
 
 
 @pytest.mark.parametrize("role, scopes", [("viewer", ApiKey.DEFAULT_SCOPES), ("operator", [ApiKey.Scope.READ])])
-async def test_a_key_that_may_not_call_tools_lists_resources_but_may_not_read_or_get_one(endpoint, role, scopes):
+async def test_a_key_that_may_not_call_tools_lists_resources_but_may_not_read_get_or_subscribe(endpoint, role, scopes):
     client = await session(endpoint, await setup(("shelf", True), role=role, scopes=scopes))
 
     assert len((await client.request("resources/list")).result["resources"]) == 2
     read = await client.request("resources/read", {"uri": "gen://shelf/readme"})
     got = await client.request("prompts/get", {"name": "shelf__greet"})
+    subscribed = await client.request("resources/subscribe", {"uri": "gen://shelf/readme"})
 
     assert read.status == 403 and read.error["code"] == -32003 and "call a tool" in read.error["message"]
-    assert got.status == 403
+    assert got.status == 403 and subscribed.status == 403
 
 
 async def test_progress_and_log_messages_of_a_call_reach_the_caller_at_its_level(endpoint):
@@ -288,3 +289,46 @@ async def test_a_server_that_cannot_be_reached_is_left_out_and_the_others_still_
     assert uris == ["gen://shelf/readme", "gen://shelf/pixel"]
     assert prompts == ["summarize", "greet"]
     assert read.error["code"] == -32602  # nobody reachable lists it
+
+
+async def test_subscribing_to_a_resource_of_a_server_without_subscriptions_or_of_none_is_a_json_rpc_error(endpoint):
+    client = await session(endpoint, await setup(("shelf", True), ("closed", False)))
+
+    unsupported = await client.request("resources/subscribe", {"uri": "gen://shelf/readme"})
+    denied = await client.request("resources/subscribe", {"uri": "gen://closed/readme"})
+    nothing = await client.request("resources/unsubscribe", {"uri": "gen://shelf/readme"})
+
+    assert unsupported.error == {"code": -32602, "message": "MCP server 'shelf', which serves gen://shelf/readme, "
+                                 "offers no subscriptions to its resources."}  # fmt: skip
+    assert denied.error["code"] == -32602 and denied.error["message"].startswith("There is no resource gen://closed")
+    assert nothing.result == {}  # nothing to undo
+    assert mcp_subscriptions._subscriptions.sessions == {}
+
+
+async def test_the_server_is_unsubscribed_when_the_last_session_of_a_uri_unsubscribes(endpoint, monkeypatch):
+    asked = []
+
+    async def subscribe(server, uri):
+        asked.append(("subscribe", server.name, uri))
+        return True
+
+    async def unsubscribe(server, uri):
+        asked.append(("unsubscribe", server.name, uri))
+
+    monkeypatch.setattr(mcp_subscriptions, "asubscribe", subscribe)
+    monkeypatch.setattr(mcp_subscriptions, "aunsubscribe", unsubscribe)
+    monkeypatch.setattr(mcp_subscriptions, "_subscriptions", mcp_subscriptions._Subscriptions())
+    key = await setup(("shelf", True))
+    first, second = await session(endpoint, key), await session(endpoint, key)
+
+    for client in (first, second):
+        assert (await client.request("resources/subscribe", {"uri": "gen://shelf/readme"})).result == {}
+    await first.request("resources/unsubscribe", {"uri": "gen://shelf/readme"})
+    kept = {key: dict(sessions) for key, sessions in mcp_subscriptions._subscriptions.sessions.items()}
+    await second.request("resources/unsubscribe", {"uri": "gen://shelf/readme"})
+
+    assert asked == [("subscribe", "shelf", "gen://shelf/readme")] * 2 + [
+        ("unsubscribe", "shelf", "gen://shelf/readme")
+    ]
+    assert list(kept) == [("shelf", "gen://shelf/readme")] and len(kept[("shelf", "gen://shelf/readme")]) == 1
+    assert mcp_subscriptions._subscriptions.sessions == {}
