@@ -16,9 +16,17 @@ The copy is what a real load would have written, or the real load runs instead:
   search off gets a real load, never a copy made under other conditions.
 
 Never used for a test of load_demo_catalog itself (tests/test_demo_catalog.py calls it).
+
+`replayed(name, load, *key)` does the same for any load: the browser tests' demo data
+(tests/browser/conftest.py: the demo catalog, the synced Loyalty server, stored vectors) is
+copied into each test after the module's first real load. Only for loads whose rows point at
+nothing outside what they write and the migrated rows: a transactional test's flush makes
+content types and permissions again under new ids, so users' groups are not copied.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from django.apps import apps
 from django.core.management.color import no_style
@@ -41,7 +49,10 @@ class _TableChange:
 class _Snapshot:
     key: tuple
     changes: list[_TableChange]
-    summary: DemoSummary
+    summary: object  # what the load returned
+
+
+T = TypeVar("T")
 
 
 _snapshots: list[_Snapshot] = []  # newest last
@@ -50,13 +61,21 @@ KEPT_SNAPSHOTS = 4
 
 def demo_catalog() -> DemoSummary:
     """What `load_demo_catalog()` returns and writes, from this process's first load when that is the same."""
-    key = _conditions()
+    return replayed("demo_catalog", load_demo_catalog)
+
+
+def replayed(name: str, load: Callable[[], T], *extra_key: object) -> T:
+    """What `load()` returns and writes: copied from this process's first run of the load called `name` with
+    the same `extra_key` when the tables it writes hold what they held before that run (the rules above),
+    else a real run."""
+    conditions = _conditions()
+    key = (name, *extra_key, *conditions)
     for snapshot in reversed(_snapshots):
         if snapshot.key == key and _tables_as_before(snapshot):
             _restore(snapshot)
             return snapshot.summary
     before = {model: _rows(model) for model in _models()}
-    summary = load_demo_catalog()
+    summary = load()
     changes = []
     for model, rows in before.items():
         after = _rows(model)
@@ -73,7 +92,7 @@ def demo_catalog() -> DemoSummary:
                 updated=[instances[pk] for pk in changed],
             )
         )
-    if key == _conditions():  # the load itself changed nothing the key reads
+    if _conditions() == conditions:  # the load itself changed nothing the key reads
         _snapshots.append(_Snapshot(key=key, changes=changes, summary=summary))
         del _snapshots[:-KEPT_SNAPSHOTS]
     return summary

@@ -9,6 +9,7 @@ pytest-django empties the tables after it. Never `playwright install`: the
 browser is /usr/bin/chromium (make test installs it).
 """
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -51,18 +52,31 @@ class BrowserStack:
 
 
 def load_stack_data(data_dir: Path) -> None:
-    """What `make run` sets up, with one user per role instead of a printed login."""
+    """What `make run` sets up, with one user per role instead of a printed login.
+
+    The demo part is the module's first load, then copied (tests/demo_snapshot.py: ~3 s a test less); the users
+    are made in each test (the role groups take the permissions of this database state) with one password hash.
+    """
     from django.contrib.auth import get_user_model
 
+    from tests.demo_snapshot import replayed
+    from toolhub.roles import ensure_groups
+
+    replayed("browser-stack", lambda: _load_demo(data_dir), str(data_dir))
+    groups = ensure_groups()
+    for role in ROLES:
+        user = get_user_model().objects.create(username=role, password=_password_hash())
+        user.groups.add(groups[role])
+
+
+def _load_demo(data_dir: Path) -> None:
     from agents.models import ModelProfile
     from agents.router import prepare_vectors
     from catalog.demo.knowledge import MODEL_PROFILES
     from catalog.demo_catalog import load_demo_catalog
     from catalog.mcp_sync import sync_server
     from catalog.models import McpServer
-    from toolhub.roles import ensure_groups
 
-    groups = ensure_groups()
     restore_migrated_routing_data()  # as migrated; the flush of an earlier transactional test removes them
     load_demo_catalog()
     server = McpServer.objects.create(
@@ -76,9 +90,14 @@ def load_stack_data(data_dir: Path) -> None:
     for profile in MODEL_PROFILES:
         ModelProfile.objects.get_or_create(name=profile["name"], defaults=profile)
     prepare_vectors()  # as setup_demo: the stack's worker finds every vector stored
-    for role in ROLES:
-        user = get_user_model().objects.create_user(username=role, password=PASSWORD)
-        user.groups.add(groups[role])
+
+
+@functools.cache
+def _password_hash() -> str:
+    """PASSWORD hashed once with the deployment's hasher (the servers check it; a hash costs ~0.3 s)."""
+    from django.contrib.auth.hashers import make_password
+
+    return make_password(PASSWORD)
 
 
 @pytest.fixture(scope="module")
