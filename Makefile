@@ -30,7 +30,13 @@ NPM_MCP_SERVERS := tests/npm/node_modules/.package-lock.json
 $(NPM_MCP_SERVERS): tests/npm/package.json tests/npm/package-lock.json
 	npm ci --prefix tests/npm --no-audit --no-fund
 
-test-servers: $(NPM_MCP_SERVERS)
+# The official MCP conformance suite, the Node 22 it needs (the npm registry's `node` package: the machine may have an
+# older one) and the suite's fixture server with tsx (versions pinned by tests/conformance/package-lock.json).
+CONFORMANCE_SUITE := tests/conformance/node_modules/.package-lock.json
+$(CONFORMANCE_SUITE): tests/conformance/package.json tests/conformance/package-lock.json
+	npm ci --prefix tests/conformance --no-audit --no-fund
+
+test-servers: $(NPM_MCP_SERVERS) $(CONFORMANCE_SUITE)
 
 $(CHROMIUM):
 	$(SUDO) apt-get install -y chromium fonts-noto-color-emoji || \
@@ -58,7 +64,7 @@ test: test-unit test-integration
 test-unit: setup
 	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL $(PYTEST) -m "not integration"
 
-test-integration: setup $(CHROMIUM) $(NPM_MCP_SERVERS)
+test-integration: setup $(CHROMIUM) $(NPM_MCP_SERVERS) $(CONFORMANCE_SUITE)
 	$(PY) tests/ensure_services.py $(TEST_DATABASE_URL) $(TEST_REDIS_URL)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) TOOLHUB_CELERY_QUEUE=test-$$$$ \
 		TOOLHUB_CHANNEL_PREFIX=toolhub-test-$$$$ $(PYTEST) --dist loadfile -m integration
@@ -83,4 +89,4 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) var tests/npm/node_modules
+	rm -rf $(VENV) var tests/npm/node_modules tests/conformance/node_modules

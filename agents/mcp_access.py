@@ -5,7 +5,8 @@ mcp nor the read scope gets HTTP 403 for every request. A `tools/call` from a
 key that may not call tools (agents.add_turn and the mcp scope) gets HTTP 403
 with a JSON-RPC error carrying the request's id, and the SDK never runs it;
 so do the other requests an MCP server answers for the caller
-(resources/read, prompts/get, completion/complete: ASKS_A_SERVER). Listing
+(resources/read, resources/subscribe, prompts/get, completion/complete:
+ASKS_A_SERVER). Listing
 stays allowed. When the key's scopes were the reason, the answer
 carries `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."` as
 MCP's authorization spec asks. Never parses more than it must: a body that is
@@ -22,7 +23,7 @@ from .access import CALL_TOOL, USE_MCP, Refusal, refusal
 FORBIDDEN = -32003  # JSON-RPC implementation-defined server error (-32000..-32099): not allowed for this key
 RATE_LIMITED = -32029  # the same range: past the key's or its owner's requests per minute (HTTP 429)
 TOOLS_CALL = "tools/call"
-ASKS_A_SERVER = frozenset({TOOLS_CALL, "resources/read", "prompts/get", "completion/complete"})
+ASKS_A_SERVER = frozenset({TOOLS_CALL, "resources/read", "resources/subscribe", "prompts/get", "completion/complete"})
 
 
 @dataclass(frozen=True)

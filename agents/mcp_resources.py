@@ -11,9 +11,11 @@ listed, and asking for one is answered as for an unknown one. Reading a
 resource, getting a prompt and completing need the key's right to call tools
 (agents.mcp_access), as a tools/call does.
 
-Names: a prompt is listed as `<prefix>__<name>` with its server's prefix,
-always (a live list keeps no name, so prefixing only on a clash, as tools do,
-would rename a prompt whenever another server came or went). A resource keeps
+Names: a prompt keeps its server's name, as a tool does, unless a server
+added before it (a lower id) offers a prompt of that name: then it is listed as
+`<prefix>__<name>` with its server's prefix. A server added later never renames
+an earlier server's prompt, and `<prefix>__<name>` is always understood, so a
+name a client was given still works when the clash goes away. A resource keeps
 its server's URI, so a link in a tool's result reads as it is; a read goes to
 the offered server that lists the URI, else to the one with a resource template
 matching it. A URI (or template) two servers claim is listed by neither and
@@ -78,7 +80,7 @@ class NotOffered(Exception):
 
 def offered_servers() -> list[McpServer]:
     """The enabled servers with at least one enabled tool with an active policy among the tools they serve now."""
-    servers = list(McpServer.objects.filter(enabled=True))
+    servers = list(McpServer.objects.filter(enabled=True).order_by("pk"))  # the first added keeps a prompt's name
     served = {name for server in servers for name in server.tool_names}
     allowed = set(
         Tool.objects.filter(name__in=served, enabled=True, policy__status=ToolPolicy.Status.ACTIVE).values_list(
@@ -159,9 +161,32 @@ async def resource_templates() -> list[dict]:
     return [item for _, item in _unambiguous(await _all(RESOURCE_TEMPLATES), "uriTemplate")]
 
 
+def named_prompts(lists: list[tuple[McpServer, list[dict]]]) -> dict[str, tuple[McpServer, dict]]:
+    """toolhub's name of each listed prompt -> (its server, the prompt as the server lists it).
+
+    `lists` come in the order the servers were added: a prompt keeps its server's name unless an earlier server
+    lists one of that name, then it is `<prefix>__<name>`. A name that is still taken (a server's own name looking
+    like another's prefixed one) is left out, with a warning.
+    """
+    first_lister: dict[str, McpServer] = {}
+    for server, items in lists:
+        for item in items:
+            first_lister.setdefault(item["name"], server)
+    named: dict[str, tuple[McpServer, dict]] = {}
+    for server, items in lists:
+        for item in items:
+            upstream = item["name"]
+            name = upstream if first_lister[upstream] is server else prompt_name(server, upstream)
+            if name in named:
+                logger.warning("MCP server %r's prompt %r would be named %s, which is taken; toolhub lists it not",
+                               server.name, upstream, name)  # fmt: skip
+                continue
+            named[name] = (server, item)
+    return named
+
+
 async def prompts() -> list[dict]:
-    return [item | {"name": prompt_name(server, item["name"])} for server, items in await _all(PROMPTS)
-            for item in items]  # fmt: skip
+    return [item | {"name": name} for name, (_, item) in named_prompts(await _all(PROMPTS)).items()]
 
 
 # --- who owns what ------------------------------------------------------------------------------------
@@ -223,21 +248,28 @@ async def template_owner(uri_template: str) -> McpServer:
 
 
 async def prompt_owner(name: str) -> tuple[McpServer, str]:
-    """(the offered server of prompt `name`, the server's own name for it)."""
+    """(the offered server of prompt `name`, the server's own name for it): `name` as listed, or any offered
+    server's prompt named `<its prefix>__<its name>`."""
+    lists = await _all(PROMPTS)
+    listed = named_prompts(lists).get(name)
+    if listed is not None:
+        server, item = listed
+        return server, item["name"]
     prefix, separator, upstream = name.partition(SEPARATOR)
-    server = next((server for server in await _offered() if server.prefix == prefix), None) if separator else None
-    if server is None or not any(item["name"] == upstream for item in await _lists.get(server, PROMPTS)):
-        raise NotOffered(
-            f"There is no prompt named {name} among those toolhub offers (named <server prefix>{SEPARATOR}<name>, "
-            "of a server whose tools policy allows)."
-        )
-    return server, upstream
+    for server, items in lists if separator else ():
+        if server.prefix == prefix and any(item["name"] == upstream for item in items):
+            return server, upstream
+    raise NotOffered(
+        f"There is no prompt named {name} among those toolhub offers (prompts keep their server's name, or are "
+        f"named <server prefix>{SEPARATOR}<name> when an earlier server has one of that name; only servers whose "
+        "tools policy allows offer prompts)."
+    )
 
 
 # --- the handlers of toolhub's MCP server ------------------------------------------------------------
 
 
-def _refused(exc: Exception, server: McpServer | None = None) -> MCPError:
+def refused_error(exc: Exception, server: McpServer | None = None) -> MCPError:
     if isinstance(exc, NotOffered):
         return MCPError(code=types.INVALID_PARAMS, message=str(exc))
     if isinstance(exc, UpstreamRefused):
@@ -261,7 +293,7 @@ async def on_read_resource(ctx, params: types.ReadResourceRequestParams) -> type
         server = await resource_owner(str(params.uri))
         return types.ReadResourceResult.model_validate(await aread_resource(server, str(params.uri)))
     except (NotOffered, UpstreamRefused, McpServerUnavailable) as exc:
-        raise _refused(exc, server) from None
+        raise refused_error(exc, server) from None
 
 
 async def on_list_prompts(ctx, params) -> types.ListPromptsResult:
@@ -275,7 +307,7 @@ async def on_get_prompt(ctx, params: types.GetPromptRequestParams) -> types.GetP
         server, upstream = await prompt_owner(params.name)
         return types.GetPromptResult.model_validate(await aget_prompt(server, upstream, params.arguments))
     except (NotOffered, UpstreamRefused, McpServerUnavailable) as exc:
-        raise _refused(exc, server) from None
+        raise refused_error(exc, server) from None
 
 
 async def on_completion(ctx, params: types.CompleteRequestParams) -> types.CompleteResult:
@@ -287,7 +319,7 @@ async def on_completion(ctx, params: types.CompleteRequestParams) -> types.Compl
         else:
             server = await template_owner(ref["uri"])
     except NotOffered as exc:
-        raise _refused(exc) from None
+        raise refused_error(exc) from None
     argument = params.argument.model_dump(mode="json", by_alias=True)
     context = params.context.model_dump(mode="json", by_alias=True) if params.context else None
     try:

@@ -16,8 +16,9 @@ and it runs as a builtin or on its MCP server. An MCP tool's answer passes on
 as its server sent it (every content block, structuredContent; text cut to the
 result budget); listings carry its title, outputSchema and annotations.
 Resources, resource templates, prompts and completions of the imported servers
-are relayed by agents.mcp_resources (which servers offer them: its docstring);
-a call's progress and log messages by agents.mcp_progress.
+are relayed by agents.mcp_resources (which servers offer them: its docstring),
+subscriptions to their resources by agents.mcp_subscriptions, a call's
+progress and log messages by agents.mcp_progress.
 
 Never lists or runs a tool that policy denies or that has no policy: an unknown
 or denied tool, or one that requires an operator's approval (not offered over
@@ -56,7 +57,7 @@ from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
 from catalog.mcp_client import observing
 from toolhub import rate_limits
 
-from . import mcp_access, mcp_resources, oauth
+from . import mcp_access, mcp_resources, mcp_subscriptions, oauth
 from .credentials import authenticate_bearer
 from .mcp_found import found_tools, remember_found
 from .mcp_progress import CallRelay, on_set_logging_level
@@ -283,13 +284,16 @@ def build_server() -> Server:
         instructions=(
             f"toolhub's tool catalog, filtered by policy. Call {settings.TOOLHUB_SEARCH_TOOL} with what you need "
             "to load more tools; the tool list then changes. Resources and prompts are those of the MCP servers "
-            "toolhub imports whose tools policy allows; a prompt is named <server prefix>__<name>."
+            "toolhub imports whose tools policy allows; a prompt keeps its server's name, or is "
+            "<server prefix>__<name> when an earlier server has a prompt of that name."
         ),
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
         on_list_resources=mcp_resources.on_list_resources,
         on_list_resource_templates=mcp_resources.on_list_resource_templates,
         on_read_resource=mcp_resources.on_read_resource,
+        on_subscribe_resource=mcp_subscriptions.on_subscribe_resource,
+        on_unsubscribe_resource=mcp_subscriptions.on_unsubscribe_resource,
         on_list_prompts=mcp_resources.on_list_prompts,
         on_get_prompt=mcp_resources.on_get_prompt,
         on_completion=mcp_resources.on_completion,
@@ -383,7 +387,27 @@ class McpEndpoint:
         scopes = list(credential.scopes)
         principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=scopes)
         scope = {**scope, "user": AuthenticatedUser(principal), API_KEY_SCOPE: api_key.pk}
+        if scope.get("method") == "GET":
+            send = _stream_opened_at_once(send)
         await self.manager.handle_request(scope, receive, send)
+
+
+def _stream_opened_at_once(send):
+    """`send` for a GET (the client's stream of server messages): an SSE comment follows the headers at once.
+
+    Daphne writes a response's headers with its first body bytes, and the SDK's stream sends none until a server
+    message or its 15 s ping; clients that wait for the stream to open before their next request (the SDK's own
+    client among them) sat 15 s after every initialize. A comment line is ignored by every SSE reader.
+    """
+
+    async def send_then_open(message):
+        await send(message)
+        if message["type"] == "http.response.start" and message.get("status") == 200:
+            content_type = dict(message.get("headers", ())).get(b"content-type", b"")
+            if content_type.startswith(b"text/event-stream"):
+                await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
+
+    return send_then_open
 
 
 def path_router(django_app, mcp_app, path: str = "/mcp"):

@@ -2,6 +2,7 @@
 
 from celery import shared_task
 from django.conf import settings
+from oauth2_provider.models import clear_expired
 
 from . import approvals, runtime, watchdog
 from .workflows import cleanup_workflows
@@ -27,6 +28,15 @@ def cleanup_expired_workflows() -> dict:
     Safe to retry or run twice at once: every batch is one guarded statement. Returns the counts.
     """
     return cleanup_workflows()
+
+
+@shared_task(ignore_result=True)
+def clear_expired_oauth_tokens() -> None:
+    """Periodic (CELERY_BEAT_SCHEDULE): delete the OAuth tokens and codes that can no longer be used, in batches
+    (django-oauth-toolkit's clear_expired: access tokens past expiry with no refresh token, refresh tokens
+    TOOLHUB_OAUTH_REFRESH_TOKEN_SECONDS after their access token expired, revoked ones once they would have
+    expired, kept until then so a reused one is still detected, and expired authorization codes). Safe to run twice."""
+    clear_expired()
 
 
 @shared_task(ignore_result=True)

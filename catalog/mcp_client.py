@@ -13,9 +13,11 @@ A sync caller may observe its call (`observing`): the server's progress for it,
 and its log messages while it is the only call in flight on that connection
 (a message names no request, so with two calls it could be either's), go to
 the observer. A server's resources/prompts list_changed notices go to the
-listeners registered with `on_list_changed`. Other notifications a server sends
-unasked (log messages, progress nobody requested, tool list changes) are logged
-once per kind and connection and otherwise ignored. Never touches the database.
+listeners registered with `on_list_changed`, its resources/updated notices (for
+subscriptions, catalog.mcp_resources.asubscribe) to those registered with
+`on_resource_updated`. Other notifications a server sends unasked (log messages,
+progress nobody requested, tool list changes) are logged once per kind and
+connection and otherwise ignored. Never touches the database.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from mcp_types import (
     PaginatedRequestParams,
     PromptListChangedNotification,
     ResourceListChangedNotification,
+    ResourceUpdatedNotification,
 )
 
 from .mcp_content import model_text, wire_block
@@ -114,6 +117,16 @@ def on_list_changed(listener: ListChangeListener) -> None:
     """Call `listener` when a server says its resource or prompt list changed (once per listener)."""
     if listener not in _list_change_listeners:
         _list_change_listeners.append(listener)
+
+
+ResourceUpdateListener = Callable[[str, str], None]  # (server name, resource URI), on the client's loop thread
+_resource_update_listeners: list[ResourceUpdateListener] = []
+
+
+def on_resource_updated(listener: ResourceUpdateListener) -> None:
+    """Call `listener` when a server says a resource it was subscribed to changed (once per listener)."""
+    if listener not in _resource_update_listeners:
+        _resource_update_listeners.append(listener)
 
 
 def mcp_timeout() -> float:
@@ -281,6 +294,13 @@ class _Connection:
                     logger.exception("a listener of %s's list changes failed", self.label)
             if _list_change_listeners:
                 return
+        if isinstance(message, ResourceUpdatedNotification) and _resource_update_listeners:
+            for listener in list(_resource_update_listeners):
+                try:
+                    listener(self.endpoint.name, str(message.params.uri))
+                except Exception:
+                    logger.exception("a listener of %s's resource updates failed", self.label)
+            return
         if isinstance(message, LoggingMessageNotification) and len(self.calls) == 1 and self.calls[0]:
             observer = self.calls[0]
             if observer.on_log is not None:

@@ -1,5 +1,5 @@
 """Resources, resource templates, prompts and completions of MCP servers, asked live over catalog.mcp_client's
-connections (for async callers: toolhub's /mcp relays them).
+connections (for async callers: toolhub's /mcp relays them), and subscriptions to a server's resources.
 
 A server that did not offer a capability in its handshake is not asked for it
 (its list is empty, a completion is empty). What a server answers is passed on
@@ -15,7 +15,17 @@ from __future__ import annotations
 import asyncio
 
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, PaginatedRequestParams, PromptReference, ResourceTemplateReference
+from mcp_types import (
+    CONNECTION_CLOSED,
+    EmptyResult,
+    PaginatedRequestParams,
+    PromptReference,
+    ResourceTemplateReference,
+    SubscribeRequest,
+    SubscribeRequestParams,
+    UnsubscribeRequest,
+    UnsubscribeRequestParams,
+)
 
 from .mcp_client import (
     _MAX_LIST_PAGES,
@@ -144,3 +154,33 @@ async def acomplete(server, ref: dict, argument: dict, context: dict | None) -> 
         return _wire(await session.complete(reference, argument, (context or {}).get("arguments")))
 
     return await _ask(server, work, "completion/complete")
+
+
+def _subscribable(connection) -> bool:
+    resources = connection.capabilities.resources if connection.capabilities is not None else None
+    return bool(resources and resources.subscribe)
+
+
+async def asubscribe(server, uri: str) -> bool:
+    """Subscribe toolhub's connection to `server` to `uri` (again: a server keeps a set, and a reopened connection
+    starts without); its resources/updated notices then reach catalog.mcp_client.on_resource_updated's listeners.
+    False when the server offers no subscriptions (nothing was asked)."""
+
+    async def work(connection, session):
+        if not _subscribable(connection):
+            return False
+        # Sent as a plain request: the SDK's helper warns that 2026-07-28 servers use subscriptions/listen instead.
+        await session.send_request(SubscribeRequest(params=SubscribeRequestParams(uri=uri)), EmptyResult)
+        return True
+
+    return await _ask(server, work, f"resources/subscribe of {uri}")
+
+
+async def aunsubscribe(server, uri: str) -> None:
+    """Tell `server` that toolhub no longer wants updates of `uri` (nothing when it offers no subscriptions)."""
+
+    async def work(connection, session):
+        if _subscribable(connection):
+            await session.send_request(UnsubscribeRequest(params=UnsubscribeRequestParams(uri=uri)), EmptyResult)
+
+    await _ask(server, work, f"resources/unsubscribe of {uri}")

@@ -13,7 +13,7 @@ import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from agents import mcp_resources
+from agents import mcp_resources, mcp_subscriptions
 from agents.api_keys import create_api_key
 from agents.mcp_server import McpEndpoint
 from agents.models import ApiKey
@@ -74,7 +74,7 @@ async def test_toolhub_advertises_resources_prompts_logging_and_completions(endp
 
     capabilities = (await client.initialize()).result["capabilities"]
 
-    assert capabilities["resources"] == {"subscribe": False, "listChanged": True}
+    assert capabilities["resources"] == {"subscribe": True, "listChanged": True}
     assert capabilities["prompts"] == {"listChanged": True}
     assert {"logging", "completions", "tools"} <= set(capabilities)
 
@@ -97,15 +97,15 @@ async def test_an_allowed_servers_resources_and_templates_are_listed_and_read_by
     assert note[0]["text"] == "Note 7."  # through the template: never listed, routed by matching it
 
 
-async def test_prompts_carry_their_servers_prefix_and_are_got_with_arguments(endpoint):
+async def test_prompts_keep_their_servers_names_and_are_got_with_arguments(endpoint):
     client = await session(endpoint, await setup(("shelf", True)))
 
     prompts = (await client.request("prompts/list")).result["prompts"]
-    got = await client.request("prompts/get", {"name": "shelf__summarize", "arguments": {"topic": "pears"}})
-    greeting = await client.request("prompts/get", {"name": "shelf__greet"})
-    missing = await client.request("prompts/get", {"name": "shelf__summarize"})
+    got = await client.request("prompts/get", {"name": "summarize", "arguments": {"topic": "pears"}})
+    greeting = await client.request("prompts/get", {"name": "shelf__greet"})  # the prefixed form is understood too
+    missing = await client.request("prompts/get", {"name": "summarize"})
 
-    assert [(p["name"], p.get("title")) for p in prompts] == [("shelf__summarize", "Summarize"), ("shelf__greet", None)]
+    assert [(p["name"], p.get("title")) for p in prompts] == [("summarize", "Summarize"), ("greet", None)]
     assert prompts[0]["arguments"] == [{"name": "topic", "description": "What to summarize", "required": True}]
     assert got.result["messages"] == [
         {"role": "user", "content": {"type": "text", "text": "Summarize pears in the words of shelf."}}
@@ -127,7 +127,7 @@ async def test_a_denied_or_disabled_servers_resources_and_prompts_are_neither_li
     got = await client.request("prompts/get", {"name": "closed__greet"})
 
     assert uris == ["gen://open/readme", "gen://open/pixel"]
-    assert prompts == ["open__summarize", "open__greet"] and templates == ["gen://open/notes/{id}"]
+    assert prompts == ["summarize", "greet"] and templates == ["gen://open/notes/{id}"]
     assert read.error["code"] == -32602 and read.error["message"] == (
         "There is no resource gen://closed/readme among those toolhub offers: no MCP server whose tools policy "
         "allows lists it or has a resource template matching it."
@@ -155,13 +155,13 @@ async def test_unknown_uris_and_prompt_names_are_json_rpc_errors(endpoint):
 
     unknown = await client.request("resources/read", {"uri": "file:///etc/passwd"})
     refused = await client.request("resources/read", {"uri": "gen://shelf/nothing"})  # no template matches
-    no_prefix = await client.request("prompts/get", {"name": "summarize"})
-    unlisted = await client.request("prompts/get", {"name": "shelf__nope"})
+    unlisted = await client.request("prompts/get", {"name": "nope"})
+    unlisted_prefixed = await client.request("prompts/get", {"name": "shelf__nope"})
 
     assert unknown.error["code"] == -32602 and "There is no resource file:///etc/passwd" in unknown.error["message"]
     assert refused.error["code"] == -32602
-    assert no_prefix.error["code"] == -32602 and "<server prefix>__<name>" in no_prefix.error["message"]
-    assert unlisted.error["code"] == -32602
+    assert unlisted.error["code"] == -32602 and unlisted.error["message"].startswith("There is no prompt named nope")
+    assert unlisted_prefixed.error["code"] == -32602
 
 
 async def test_a_uri_two_servers_list_is_listed_by_neither_and_reading_it_names_both(endpoint):
@@ -177,10 +177,20 @@ async def test_a_uri_two_servers_list_is_listed_by_neither_and_reading_it_names_
     listed = (await client.request("resources/list")).result["resources"]
     read = await client.request("resources/read", {"uri": "gen://same/readme"})
     prompts = [p["name"] for p in (await client.request("prompts/list")).result["prompts"]]
+    left = await client.request("prompts/get", {"name": "left__greet"})
+    right = await client.request("prompts/get", {"name": "right__greet"})
 
     assert listed == []
     assert read.error["code"] == -32602 and "more than one MCP server (left, right)" in read.error["message"]
-    assert prompts == ["left__summarize", "left__greet", "right__summarize", "right__greet"]  # prefixes keep apart
+    assert prompts == ["summarize", "greet", "right__summarize", "right__greet"]  # the later server's carry its prefix
+    assert left.result["description"] == right.result["description"] == "greet of same"
+
+    await sync_to_async(McpServer.objects.filter(name="left").update)(enabled=False)
+    prompts = [p["name"] for p in (await client.request("prompts/list")).result["prompts"]]
+    still = await client.request("prompts/get", {"name": "right__greet"})
+
+    assert prompts == ["summarize", "greet"]  # no clash any more
+    assert still.result["description"] == "greet of same"  # the name it was given still works
 
 
 async def test_completion_is_relayed_for_a_prompt_argument_and_a_template_variable(endpoint):
@@ -203,15 +213,16 @@ async def test_completion_is_relayed_for_a_prompt_argument_and_a_template_variab
 
 
 @pytest.mark.parametrize("role, scopes", [("viewer", ApiKey.DEFAULT_SCOPES), ("operator", [ApiKey.Scope.READ])])
-async def test_a_key_that_may_not_call_tools_lists_resources_but_may_not_read_or_get_one(endpoint, role, scopes):
+async def test_a_key_that_may_not_call_tools_lists_resources_but_may_not_read_get_or_subscribe(endpoint, role, scopes):
     client = await session(endpoint, await setup(("shelf", True), role=role, scopes=scopes))
 
     assert len((await client.request("resources/list")).result["resources"]) == 2
     read = await client.request("resources/read", {"uri": "gen://shelf/readme"})
     got = await client.request("prompts/get", {"name": "shelf__greet"})
+    subscribed = await client.request("resources/subscribe", {"uri": "gen://shelf/readme"})
 
     assert read.status == 403 and read.error["code"] == -32003 and "call a tool" in read.error["message"]
-    assert got.status == 403
+    assert got.status == 403 and subscribed.status == 403
 
 
 async def test_progress_and_log_messages_of_a_call_reach_the_caller_at_its_level(endpoint):
@@ -276,5 +287,48 @@ async def test_a_server_that_cannot_be_reached_is_left_out_and_the_others_still_
     read = await client.request("resources/read", {"uri": "gen://ghost/readme"})
 
     assert uris == ["gen://shelf/readme", "gen://shelf/pixel"]
-    assert prompts == ["shelf__summarize", "shelf__greet"]
+    assert prompts == ["summarize", "greet"]
     assert read.error["code"] == -32602  # nobody reachable lists it
+
+
+async def test_subscribing_to_a_resource_of_a_server_without_subscriptions_or_of_none_is_a_json_rpc_error(endpoint):
+    client = await session(endpoint, await setup(("shelf", True), ("closed", False)))
+
+    unsupported = await client.request("resources/subscribe", {"uri": "gen://shelf/readme"})
+    denied = await client.request("resources/subscribe", {"uri": "gen://closed/readme"})
+    nothing = await client.request("resources/unsubscribe", {"uri": "gen://shelf/readme"})
+
+    assert unsupported.error == {"code": -32602, "message": "MCP server 'shelf', which serves gen://shelf/readme, "
+                                 "offers no subscriptions to its resources."}  # fmt: skip
+    assert denied.error["code"] == -32602 and denied.error["message"].startswith("There is no resource gen://closed")
+    assert nothing.result == {}  # nothing to undo
+    assert mcp_subscriptions._subscriptions.sessions == {}
+
+
+async def test_the_server_is_unsubscribed_when_the_last_session_of_a_uri_unsubscribes(endpoint, monkeypatch):
+    asked = []
+
+    async def subscribe(server, uri):
+        asked.append(("subscribe", server.name, uri))
+        return True
+
+    async def unsubscribe(server, uri):
+        asked.append(("unsubscribe", server.name, uri))
+
+    monkeypatch.setattr(mcp_subscriptions, "asubscribe", subscribe)
+    monkeypatch.setattr(mcp_subscriptions, "aunsubscribe", unsubscribe)
+    monkeypatch.setattr(mcp_subscriptions, "_subscriptions", mcp_subscriptions._Subscriptions())
+    key = await setup(("shelf", True))
+    first, second = await session(endpoint, key), await session(endpoint, key)
+
+    for client in (first, second):
+        assert (await client.request("resources/subscribe", {"uri": "gen://shelf/readme"})).result == {}
+    await first.request("resources/unsubscribe", {"uri": "gen://shelf/readme"})
+    kept = {key: dict(sessions) for key, sessions in mcp_subscriptions._subscriptions.sessions.items()}
+    await second.request("resources/unsubscribe", {"uri": "gen://shelf/readme"})
+
+    assert asked == [("subscribe", "shelf", "gen://shelf/readme")] * 2 + [
+        ("unsubscribe", "shelf", "gen://shelf/readme")
+    ]
+    assert list(kept) == [("shelf", "gen://shelf/readme")] and len(kept[("shelf", "gen://shelf/readme")]) == 1
+    assert mcp_subscriptions._subscriptions.sessions == {}

@@ -14,7 +14,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 from django.utils import timezone
-from oauth2_provider.models import AccessToken, Application
+from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
 from agents.models import ApiKey
 from tests.builders import make_policy, make_tool, make_user
@@ -443,3 +443,44 @@ async def test_a_refreshed_token_acts_as_the_same_client_key(mcp_endpoint):
     assert (await mcp_client(mcp_endpoint, renewed).initialize()).status == 200
     assert_challenge(await mcp_client(mcp_endpoint, tokens.access_token).initialize(), error="invalid_token")
     assert await sync_to_async(ApiKey.objects.filter(oauth_application__client_id=tokens.client_id).count)() == 1
+
+
+# --- the periodic cleanup -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_beat_task_clears_expired_and_revoked_tokens_and_codes_and_keeps_usable_ones(settings):
+    from agents.tasks import clear_expired_oauth_tokens
+
+    user = make_user()
+    app = Application.objects.create(name="c", client_type=Application.CLIENT_PUBLIC, redirect_uris=REDIRECT,
+                                     authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE)  # fmt: skip
+    now = timezone.now()
+    refresh_life = datetime.timedelta(seconds=settings.TOOLHUB_OAUTH_REFRESH_TOKEN_SECONDS)
+
+    def token(name: str, expires, *, refresh: bool = False, revoked=None) -> AccessToken:
+        access = AccessToken.objects.create(user=user, application=app, token=f"a-{name}", expires=expires, scope="mcp")
+        if refresh:
+            RefreshToken.objects.create(user=user, application=app, token=f"r-{name}", access_token=access,
+                                        revoked=revoked)  # fmt: skip
+        return access
+
+    token("live", now + datetime.timedelta(hours=1))
+    token("expired", now - datetime.timedelta(seconds=1))
+    token("refreshable", now - datetime.timedelta(hours=1), refresh=True)  # its refresh token still gets a new one
+    token("dormant", now - refresh_life - datetime.timedelta(hours=1), refresh=True)
+    token("revoked-recently", now - datetime.timedelta(hours=1), refresh=True, revoked=now)  # kept: reuse detection
+    token("revoked-long-ago", now - refresh_life - datetime.timedelta(hours=1), refresh=True,
+          revoked=now - refresh_life - datetime.timedelta(hours=1))  # fmt: skip
+    for name, expires in (("fresh", now + datetime.timedelta(minutes=1)), ("stale", now - datetime.timedelta(1))):
+        Grant.objects.create(user=user, application=app, code=name, expires=expires, redirect_uri=REDIRECT,
+                             code_challenge="x" * 43, code_challenge_method="S256")  # fmt: skip
+
+    assert "clear-expired-oauth-tokens" in settings.CELERY_BEAT_SCHEDULE
+    clear_expired_oauth_tokens.apply().get()
+    clear_expired_oauth_tokens.apply().get()  # twice changes nothing more
+
+    assert sorted(AccessToken.objects.values_list("token", flat=True)) == [
+        "a-live", "a-refreshable", "a-revoked-recently"]  # fmt: skip
+    assert sorted(RefreshToken.objects.values_list("token", flat=True)) == ["r-refreshable", "r-revoked-recently"]
+    assert list(Grant.objects.values_list("code", flat=True)) == ["fresh"]

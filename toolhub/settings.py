@@ -237,12 +237,18 @@ TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 # (agents/watchdog.py) takes it over: queued again if it showed nothing yet, else failed visibly. The watchdog runs
 # every third of it on the beat schedule, as a worker starts, and from every stream waiting on a quiet turn.
 TOOLHUB_TURN_LEASE = env_float("TOOLHUB_TURN_LEASE", 30.0)
+# Seconds between runs of the cleanup of expired and revoked OAuth tokens and codes (agents.tasks).
+TOOLHUB_OAUTH_CLEAR_TOKENS_INTERVAL = env_int("TOOLHUB_OAUTH_CLEAR_TOKENS_INTERVAL", 3600)
 CELERY_BEAT_SCHEDULE = {
     "cleanup-expired-workflows": {
         "task": "agents.tasks.cleanup_expired_workflows",
         "schedule": WORKFLOW_CLEANUP_INTERVAL_SECONDS,
     },
     "watch-turns": {"task": "agents.tasks.watch_turns", "schedule": TOOLHUB_TURN_LEASE / 3},
+    "clear-expired-oauth-tokens": {
+        "task": "agents.tasks.clear_expired_oauth_tokens",
+        "schedule": TOOLHUB_OAUTH_CLEAR_TOKENS_INTERVAL,
+    },
 }
 
 # --- model ----------------------------------------------------------------

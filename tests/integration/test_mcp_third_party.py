@@ -8,7 +8,8 @@ every kind of content; each answer through toolhub is compared with the same
 call made directly to a second copy of the server. It has no audio tool, so
 audio is covered by tests/test_mcp_content.py's generated server. Its
 resources, resource templates, prompts, completions and progress pass through
-toolhub the same way (tests/test_mcp_resources.py covers the rule in detail).
+toolhub the same way (tests/test_mcp_resources.py covers the rule in detail),
+and so do subscriptions to its resources and the updates it sends for them.
 """
 
 import asyncio
@@ -22,7 +23,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, PromptReference, ResourceListChangedNotification
+from mcp_types import INVALID_PARAMS, PromptReference, ResourceListChangedNotification, ResourceUpdatedNotification
 
 from agents.api_keys import create_api_key
 from catalog import mcp_client
@@ -208,12 +209,12 @@ def test_resources_prompts_completion_and_progress_of_server_everything_pass_thr
 
             prompts = {p.name: p for p in (await through.list_prompts()).prompts}
             direct_prompts = (await direct.list_prompts()).prompts
-            assert set(prompts) == {f"{prefix}__{p.name}" for p in direct_prompts}  # none of the denied copy
+            assert set(prompts) == {p.name for p in direct_prompts}  # their own names; none of the denied copy
             assert not any(name.startswith(f"{denied_prefix}__") for name in prompts)
-            got = await through.get_prompt(f"{prefix}__args-prompt", {"city": "Hanoi", "state": "HN"})
+            got = await through.get_prompt("args-prompt", {"city": "Hanoi", "state": "HN"})
             assert wire(got) == wire(await direct.get_prompt("args-prompt", {"city": "Hanoi", "state": "HN"}))
             completed = await through.complete(
-                PromptReference(type="ref/prompt", name=f"{prefix}__completable-prompt"),
+                PromptReference(type="ref/prompt", name=f"{prefix}__completable-prompt"),  # the prefixed form works too
                 {"name": "department", "value": "E"},
             )
             expected = await direct.complete(
@@ -250,5 +251,52 @@ def test_resources_prompts_completion_and_progress_of_server_everything_pass_thr
             assert any(isinstance(n, ResourceListChangedNotification) for n in notices)
             assert link in [r.uri for r in (await through.list_resources()).resources]
             assert (await through.read_resource(link)).contents[0].mime_type == "application/gzip"
+
+    asyncio.run(scenario())
+
+
+async def wait_for(condition, seconds: float = 15) -> None:
+    for _ in range(int(seconds * 10)):
+        if condition():
+            return
+        await asyncio.sleep(0.1)
+    assert condition()
+
+
+def updated(notices: list) -> list[str]:
+    return [str(n.params.uri) for n in notices if isinstance(n, ResourceUpdatedNotification)]
+
+
+def test_resource_subscriptions_are_relayed_to_server_everything_and_its_updates_reach_only_the_subscribers(toolhub):
+    base, key, other_key, _ = toolhub
+    make_policy(Tool.objects.get(name="toggle-subscriber-updates"))  # starts the server's updates (every 5 s)
+
+    async def scenario():
+        first_notices, second_notices, stranger_notices = [], [], []
+        async with (
+            session_for(base, key, first_notices) as first,
+            session_for(base, other_key, second_notices) as second,
+            session_for(base, other_key, stranger_notices) as stranger,
+        ):
+            watched, unwatched = [r.uri for r in (await first.list_resources()).resources][:2]
+            await first.subscribe_resource(watched)
+            await second.subscribe_resource(watched)
+            await stranger.list_resources()  # a session that subscribed to nothing
+            started = await first.call_tool("toggle-subscriber-updates", {})
+            assert "Started simulated resource updated notifications" in started.content[0].text
+
+            await wait_for(lambda: watched in updated(first_notices) and watched in updated(second_notices))
+            await first.unsubscribe_resource(watched)  # the second still wants it: the server keeps sending
+            heard_by_first = len(updated(first_notices))
+            before = len(updated(second_notices))
+            await wait_for(lambda: len(updated(second_notices)) > before)  # the next round, 5 s later
+            assert len(updated(first_notices)) == heard_by_first
+            assert set(updated(first_notices) + updated(second_notices)) == {watched}  # nobody asked for another
+            assert unwatched != watched and updated(stranger_notices) == []
+
+            with pytest.raises(MCPError) as unknown:
+                await first.subscribe_resource("demo://resource/nowhere/1")
+            assert unknown.value.error.code == INVALID_PARAMS and "There is no resource" in unknown.value.error.message
+            await first.unsubscribe_resource("demo://resource/nowhere/1")  # nothing to undo: succeeds
 
     asyncio.run(scenario())
