@@ -39,10 +39,9 @@ from .api_keys import authenticate
 from .approvals import ApprovalClosed, decide_approval
 from .client_tools import ClientToolError, check_name_conflicts, check_transcript, parse_client_tools
 from .completions import completion, sse_stream
-from .models import Conversation, Message, ModelProfile, ToolApproval
+from .models import Conversation, Message, ModelProfile, ToolApproval, default_profile
 from .openapi import openapi_document
 from .providers import upstream_of
-from .runtime import default_profile
 from .turns import create_turn
 
 DEFAULT_MODEL = "toolhub"

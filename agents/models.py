@@ -155,6 +155,15 @@ class ModelProfile(models.Model):
             raise ValidationError("Output and reserved result tokens must leave room in the context window.")
 
 
+def default_profile() -> ModelProfile:
+    """The `toolhub` model: TOOLHUB_MODEL_PROFILE (its upstream and budget), or an unsaved 8K profile calling
+    TOOLHUB_MODEL when that is absent."""
+    profile = ModelProfile.objects.filter(name=settings.TOOLHUB_MODEL_PROFILE).first()
+    return profile or ModelProfile(
+        name="default", context_window=8192, max_output_tokens=1024, reserved_result_tokens=1024
+    )
+
+
 class Conversation(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)

@@ -28,7 +28,7 @@ from . import approvals, flows, followups, learning, memory, prompt, watchdog
 from .budget import token_budget
 from .client_tools import ClientTools
 from .events import TOOL_EXECUTION_PHASE, FailureReason, TurnTakenOver, emit
-from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
+from .models import Message, ModelProfile, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow, default_profile
 from .providers import ModelTimeout, ModelUnavailable, ToolCall, TurnHints, get_provider, upstream_of
 from .router import ConversationState, Intent, StewardContext, StewardResult, analyze, current_time_context
 from .routing_log import record_analysis, record_outcome
@@ -48,15 +48,6 @@ def model_profile(conversation) -> ModelProfile:
     if conversation.model_profile_id:
         return conversation.model_profile
     return default_profile()
-
-
-def default_profile() -> ModelProfile:
-    """The `toolhub` model: TOOLHUB_MODEL_PROFILE (its upstream and budget), or an unsaved 8K profile calling
-    TOOLHUB_MODEL when that is absent."""
-    profile = ModelProfile.objects.filter(name=settings.TOOLHUB_MODEL_PROFILE).first()
-    return profile or ModelProfile(
-        name="default", context_window=8192, max_output_tokens=1024, reserved_result_tokens=1024
-    )
 
 
 def conversation_state(workflow) -> ConversationState:
@@ -183,7 +174,8 @@ class TurnRun:
         user_index = max(i for i, m in enumerate(history) if m["role"] == "user")
         user_text = history[user_index]["content"]
         profile = model_profile(self.conversation)
-        self.turn_model = get_provider(upstream_of(profile))  # each profile calls its own upstream model
+        self.upstream = upstream_of(profile)
+        self.turn_model = get_provider(self.upstream)  # each profile calls its own upstream model (the steward too)
         Turn.objects.filter(pk=self.turn.id).update(model=self.turn_model.label)
         # One view of the catalog for the whole turn: the steward ranks and the bundle decides on the same.
         self.context = StewardContext.current(owner_id=self.conversation.owner_id)
@@ -313,7 +305,7 @@ class TurnRun:
         if not self.two_stage:
             return analyze(user_text, context=context, max_tools=0, mode="rules")
         self.status("analysis", status_text("analysis"))
-        result = analyze(user_text, self.state, context=context)
+        result = analyze(user_text, self.state, context=context, upstream=self.upstream)
         if result.fallback:
             self.status("fallback", status_text("fallback"))
         elif result.recommended_tools and not result.silent:

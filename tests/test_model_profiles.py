@@ -189,3 +189,70 @@ def test_the_console_offers_each_profile_with_the_model_it_calls(two_servers):
         "chat-8k": "chat-8k: builtin (offline, rule-based)",
         "chat-small": f"chat-small: qwen2.5:7b-instruct at {small.base_url}",
     }
+
+
+# --- the LLM steward and the page header follow the profiles too -------------------------------------
+
+
+@pytest.fixture
+def llm_steward(settings):
+    settings.TOOLHUB_STEWARD = "llm"
+    settings.TOOLHUB_STEWARD_OPTIONS = settings.TOOLHUB_STEWARD_OPTIONS | {"analysis_timeout": 5.0}
+
+
+def recommendation(*tools: str) -> dict:
+    return {"content": json.dumps({"tools": list(tools), "reasoning": "scripted"})}
+
+
+def test_the_llm_steward_asks_the_model_of_the_turns_profile(demo_catalog, two_servers, llm_steward, monkeypatch):
+    small, large = two_servers  # the settings name no server: only the profiles' own servers can answer
+    monkeypatch.setenv("LARGE_MODEL_KEY", "sk-large-from-env")
+    profile("chat-small", upstream_model="qwen2.5:7b-instruct", base_url=small.base_url)
+    profile("chat-large", upstream_model="llama-3.1-70b", base_url=large.base_url, api_key_env="LARGE_MODEL_KEY")
+    large.steps = [recommendation("list_campaigns"), {"content": "Two campaigns."}]
+
+    turn = run_request("chat-large", "list the active campaigns")
+
+    steward, model = large.requests
+    assert steward["model"] == "llama-3.1-70b" and steward["response_format"]["json_schema"]["name"] == (
+        "ToolRecommendation")  # fmt: skip
+    assert large.api_keys[0] == "sk-large-from-env" and "response_format" not in model
+    assert not small.requests
+    assert (turn.routing_log.steward_mode, turn.routing_log.fallback) == ("llm", False)
+    assert turn.routing_log.recommended == ["list_campaigns"]
+
+
+def test_outside_a_turn_the_llm_steward_asks_the_default_profiles_model(
+    demo_catalog, two_servers, llm_steward, settings
+):
+    from agents.router import analyze
+
+    small, _ = two_servers
+    settings.TOOLHUB_MODEL_PROFILE = "chat-small"
+    profile("chat-small", upstream_model="qwen2.5:7b-instruct", base_url=small.base_url)
+    small.steps = [recommendation("list_campaigns")]
+
+    result = analyze("list the active campaigns")  # as tool_search over /mcp does: no turn, no profile
+
+    assert [r["model"] for r in small.requests] == ["qwen2.5:7b-instruct"]
+    assert result.recommended_tools == ("list_campaigns",) and not result.fallback
+
+
+def test_a_builtin_profiles_llm_steward_falls_back_to_the_rules_and_says_why(demo_catalog, two_servers, llm_steward):
+    profile("chat-8k")  # no server of its own, none in the settings: the builtin model
+    turn = run_request("chat-8k", "What is 15 + 27?")
+    assert turn.status == Turn.Status.DONE and "42" in answer(turn)
+    assert turn.routing_log.fallback and turn.routing_log.recommended == ["calculate"]
+    assert not any(server.requests for server in two_servers)
+
+
+def test_the_page_header_names_the_default_profiles_model(admin_client, two_servers, settings):
+    small, _ = two_servers
+    settings.TOOLHUB_MODEL_PROFILE = "chat-small"
+    profile("chat-small", upstream_model="qwen2.5:7b-instruct", base_url=small.base_url)
+    header = f'title="Model this instance runs">qwen2.5:7b-instruct at {small.base_url}</span>'
+    assert header in admin_client.get("/console/").content.decode()
+    settings.TOOLHUB_MODEL_PROFILE = "chat-8k"
+    profile("chat-8k")
+    assert 'title="Model this instance runs">builtin (offline, rule-based)</span>' in admin_client.get(
+        "/console/").content.decode()  # fmt: skip

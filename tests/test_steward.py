@@ -74,6 +74,7 @@ def test_max_recommended_tools_is_respected(settings):
 @pytest.fixture
 def llm(settings):
     with ScriptedOpenAI() as server:
+        settings.TOOLHUB_MODEL_PROVIDER = "openai"
         settings.TOOLHUB_MODEL_BASE_URL = server.base_url
         settings.TOOLHUB_MODEL = "scripted-steward"
         settings.TOOLHUB_STEWARD_OPTIONS = settings.TOOLHUB_STEWARD_OPTIONS | {"analysis_timeout": 0.5}

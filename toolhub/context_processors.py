@@ -1,6 +1,4 @@
-"""Template context shared by every page: which model this instance runs, the main navigation."""
-
-from django.conf import settings
+"""Template context shared by every page: the model this instance runs (the default profile's), the navigation."""
 
 # The dashboard's pages, in menu order: (label, path). The current one is the longest prefix match.
 NAVIGATION = (
@@ -20,9 +18,14 @@ def navigation(path: str) -> list[dict]:
     return [{"label": label, "href": href, "current": href == current} for label, href in NAVIGATION]
 
 
+def default_model_label() -> str:
+    """The default profile's upstream as pages name it (TOOLHUB_MODEL_PROFILE's own model, server or the builtin)."""
+    from agents.models import default_profile
+    from agents.providers import upstream_of
+
+    return upstream_of(default_profile()).label
+
+
 def toolhub(request):
-    if settings.TOOLHUB_MODEL_PROVIDER == "builtin":
-        model_label = "builtin (offline, rule-based)"
-    else:
-        model_label = f"{settings.TOOLHUB_MODEL} at {settings.TOOLHUB_MODEL_BASE_URL}"
-    return {"toolhub_model_label": model_label, "toolhub_navigation": navigation(request.path)}
+    # A callable: the template asks for it (one query) only on pages that show the header.
+    return {"toolhub_model_label": default_model_label, "toolhub_navigation": navigation(request.path)}

@@ -7,7 +7,8 @@ list names. It must answer with a ToolRecommendation (JSON schema, structured
 output). On a timeout, an error, invalid JSON, or a tool name that was not a
 candidate, the rules steward's result stands, marked as a fallback: the user
 always gets an answer. It never widens what policy allows; the intent and the
-silent time injection follow what it chose.
+silent time injection follow what it chose. It asks the turn's model (its
+profile's upstream: model, server and key), or the default profile's.
 """
 
 import json
@@ -20,6 +21,8 @@ from django.conf import settings
 
 from catalog.bundle import allowed_names
 
+from ..models import default_profile
+from ..providers import ModelUnavailable, Upstream, upstream_of
 from .steward import flow_entry_tools, stand_in_for_flows, with_recommendations
 
 log = logging.getLogger(__name__)
@@ -45,10 +48,17 @@ class StewardUnavailable(Exception):
     """The LLM steward gave no usable answer; the message says why."""
 
 
-def client() -> openai.OpenAI:
+def client(upstream: Upstream) -> openai.OpenAI:
+    """An SDK client of the upstream's server; raises StewardUnavailable when there is none to ask."""
+    if upstream.offline:
+        raise StewardUnavailable(f"model profile {upstream.profile or 'default'} calls no model server")
+    try:
+        api_key = upstream.api_key()
+    except ModelUnavailable as exc:
+        raise StewardUnavailable(str(exc)) from None
     return openai.OpenAI(
-        base_url=settings.TOOLHUB_MODEL_BASE_URL,
-        api_key=settings.TOOLHUB_MODEL_API_KEY or "not-needed",
+        base_url=upstream.base_url,
+        api_key=api_key or "not-needed",
         timeout=settings.TOOLHUB_STEWARD_OPTIONS["analysis_timeout"],
         max_retries=0,
     )
@@ -64,14 +74,13 @@ def candidates(text: str, rules, context) -> list[tuple[str, str]]:
     return [(name, descriptions[name].split("\n")[0][:200]) for name in names]
 
 
-def recommend(text: str, tools: list[tuple[str, str]], *, max_tools: int) -> tuple[list[str], str]:
-    """Ask the model; raise StewardUnavailable unless it answers with valid candidate names."""
-    if not settings.TOOLHUB_MODEL_BASE_URL:
-        raise StewardUnavailable("no model server configured (TOOLHUB_MODEL_BASE_URL)")
+def recommend(text: str, tools: list[tuple[str, str]], *, max_tools: int, upstream: Upstream) -> tuple[list[str], str]:
+    """Ask the upstream model; raise StewardUnavailable unless it answers with valid candidate names."""
+    model = client(upstream)
     listing = "\n".join(f"- {name}: {description}" for name, description in tools)
     try:
-        response = client().chat.completions.create(
-            model=settings.TOOLHUB_MODEL,
+        response = model.chat.completions.create(
+            model=upstream.model,
             temperature=0,
             messages=[
                 {"role": "system", "content": INSTRUCTIONS},
@@ -99,10 +108,11 @@ def recommend(text: str, tools: list[tuple[str, str]], *, max_tools: int) -> tup
     return list(dict.fromkeys(answer["tools"]))[:max_tools], answer["reasoning"]
 
 
-def llm_analysis(text: str, rules, context, *, max_tools: int, mode: str):
-    """The LLM's recommendation, or the rules' result marked as a fallback."""
+def llm_analysis(text: str, rules, context, *, max_tools: int, mode: str, upstream: Upstream | None = None):
+    """The recommendation of `upstream` (default: the default profile's), or the rules' result as a fallback."""
+    upstream = upstream or upstream_of(default_profile())
     try:
-        picked, reasoning = recommend(text, candidates(text, rules, context), max_tools=max_tools)
+        picked, reasoning = recommend(text, candidates(text, rules, context), max_tools=max_tools, upstream=upstream)
     except StewardUnavailable as exc:
         log.warning("LLM steward unavailable, rules answer: %s", exc)
         return replace(rules, fallback=True, notes=(str(exc),), reasoning=f"{rules.reasoning} (fallback: {exc})")

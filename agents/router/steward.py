@@ -31,6 +31,7 @@ from catalog.models import Action
 from catalog.search import one_catalog_state, rank_catalog, search_catalog
 
 from .. import flows
+from ..providers import Upstream
 from .examples import EMPTY, ExampleIndex, comparable_vectors, example_index, without_quotes
 from .fusion import ConversationState, Evidence, Routed, fuse, segments
 from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Lexicon, is_plain, lexicon
@@ -390,8 +391,13 @@ def analyze(
     mode: str | None = None,
     max_tools: int | None = None,
     min_tools: int | None = None,
+    upstream: Upstream | None = None,
 ) -> StewardResult:
-    """Analyze one request. Never raises for a steward failure: the rules answer instead."""
+    """Analyze one request. Never raises for a steward failure: the rules answer instead.
+
+    `upstream` is the model the LLM steward asks: the turn's (its profile's upstream); None, the default
+    profile's.
+    """
     from .llm import llm_analysis  # the LLM path needs the openai client; rules do not
 
     started = time.perf_counter()
@@ -408,5 +414,7 @@ def analyze(
             mode == StewardMode.HYBRID and rules.decision.confidence < settings.TOOLHUB_MIN_CONFIDENCE
         )
         if use_llm and routable_text(text):
-            result = llm_analysis(routable_text(text), rules, context, max_tools=max_tools, mode=mode)
+            result = llm_analysis(
+                routable_text(text), rules, context, max_tools=max_tools, mode=mode, upstream=upstream
+            )
     return replace(result, latency_ms=(time.perf_counter() - started) * 1000)

@@ -170,3 +170,56 @@ def test_the_routing_log_filters_into_the_address_and_j_k_enter_open_a_row(brows
     page.keyboard.press("Enter")
     page.wait_for_url("**/routing/*/**")
     assert page.get_by_text("Denied (").is_visible()
+
+
+# --- the builtin offline model runs the Loyalty MCP tools (demo_mcp, stdio) -------------------------------------
+
+
+def test_a_builtin_model_turn_calls_a_loyalty_mcp_tool_and_the_console_shows_its_result(
+    browser_stack, page, log_in, screenshot, ask_in_console
+):
+    log_in(page, "operator")
+    ask_in_console(page, "How many points does member mem_an000001 have?")
+    turn = Turn.objects.get()
+    page.locator(f"#turn-{turn.id} .status-done").wait_for()
+    assert "builtin (offline, rule-based)" in page.locator(f"#turn-{turn.id} .turn-head").inner_text()
+    call = page.locator(f"#turn-{turn.id}-events .event-tool_call", has_text="get_member_balance")
+    expect(call).to_contain_text('→ get_member_balance({"member_id": "mem_an000001"})')
+    result = page.locator(f"#turn-{turn.id}-events .event-tool_result", has_text="← get_member_balance")
+    expect(result.locator("pre.result")).to_contain_text('"available": 1800')  # the seeded ledger, read over MCP
+    expect(page.locator(f"#turn-{turn.id}-content")).to_contain_text("get_member_balance returned")
+    expect(page.locator(f"#turn-{turn.id}-content")).to_contain_text("available 1800")
+    assert "get_member_balance" in page.locator(f"#turn-{turn.id}-routing").inner_text()
+    screenshot(page, "console-loyalty-tool-1280")
+
+
+def test_a_builtin_model_turn_reaches_the_approval_of_a_loyalty_transfer_which_the_operator_approves(
+    browser_stack, page, log_in, screenshot, ask_in_console
+):
+    log_in(page, "operator")
+    ask_in_console(page, "Transfer 100 points from mem_lan00001 to mem_minh0001 as a family gift")
+    turn = Turn.objects.get()
+    approval = page.locator(f"#turn-{turn.id} .approval")
+    approve = approval.get_by_role("button", name="Approve")
+    approve.wait_for()
+    expect(page.locator(f"#turn-{turn.id}-status")).to_have_text("waiting")
+    expect(approval).to_contain_text("transfer_points")
+    expect(approval).to_contain_text('"from_member_id": "mem_lan00001", "to_member_id": "mem_minh0001", "points": 100')
+    expect(approval).to_contain_text("risk high")
+    assert not page.locator(f"#turn-{turn.id}-events .event-tool_result").count()  # nothing ran before the approval
+    page.evaluate("window.__notReloaded = true")
+    screenshot(page, "console-loyalty-approval-1280")
+
+    approve.click()
+    page.locator(f"#turn-{turn.id} .status-done").wait_for()
+    expect(approval.first).to_contain_text("approved")
+    result = page.locator(f"#turn-{turn.id}-events .event-tool_result", has_text="← transfer_points")
+    expect(result.locator("pre.result")).to_contain_text('"points": 100')
+    # mem_lan00001 had 5,700 points and mem_minh0001 350 (demo_mcp/seed.py): the transfer really ran.
+    expect(result.locator("pre.result")).to_contain_text('"from_balance": 5600')
+    expect(page.locator(f"#turn-{turn.id}-content")).to_contain_text("transfer_points returned")
+    assert page.evaluate("window.__notReloaded")
+    screenshot(page, "console-loyalty-approved-1280")
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.DONE
+    assert turn.approvals.get().decided_by.username == "operator"

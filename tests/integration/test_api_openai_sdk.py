@@ -164,6 +164,32 @@ def test_a_parallel_tool_call(scripted):
     assert [m["content"] for m in tool_messages(model.requests[-1])] == ["sunny", "rainy"]
 
 
+def test_a_parallel_tool_call_streaming(scripted):
+    model, client = scripted
+    model.steps = [
+        {"tool_calls": [{"name": "get_weather", "arguments": {"location": "Paris"}},
+                        {"name": "get_weather", "arguments": {"location": "Rome"}}]},
+        {"content": "Paris is sunny; Rome is rainy."},
+    ]  # fmt: skip
+    messages = [{"role": "user", "content": "Weather in Paris and in Rome?"}]
+    content, calls, finish = streamed(client.chat.completions.create(
+        model="toolhub", messages=messages, tools=[WEATHER], parallel_tool_calls=True, stream=True))  # fmt: skip
+    assert model.requests[0]["parallel_tool_calls"] is True
+    assert (content, finish) == ("", "tool_calls")
+    assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [
+        ("get_weather", {"location": "Paris"}), ("get_weather", {"location": "Rome"})]  # fmt: skip
+    assert len({c["id"] for c in calls}) == 2
+    assistant = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+        for c in calls]}  # fmt: skip
+    results = [{"role": "tool", "tool_call_id": c["id"], "content": sky}
+               for c, sky in zip(calls, ["sunny", "rainy"], strict=True)]  # fmt: skip
+    content, calls, finish = streamed(client.chat.completions.create(
+        model="toolhub", tools=[WEATHER], stream=True, messages=[*messages, assistant, *results]))  # fmt: skip
+    assert (content, calls, finish) == ("Paris is sunny; Rome is rainy.", [], "stop")
+    assert [m["content"] for m in tool_messages(model.requests[-1])] == ["sunny", "rainy"]
+
+
 def test_tool_choice_passes_through_to_a_real_model(scripted):
     model, client = scripted
     model.steps = [{"tool_calls": [{"name": "get_local_time", "arguments": {"timezone": "Asia/Tokyo"}}]}]
@@ -203,21 +229,37 @@ def bad_request(client, **fields) -> openai.BadRequestError:
     return raised.value
 
 
-def test_bad_client_tools_and_tool_messages_are_400s(builtin):
-    broken = {**WEATHER, "function": {**WEATHER["function"], "parameters": {"type": "object", "required": "city"}}}
-    assert bad_request(builtin, tools=[broken]).code == "invalid_tool_schema"
-    assert bad_request(builtin, tools=[WEATHER, WEATHER]).code == "duplicate_tool_name"
-    many = [{**WEATHER, "function": {**WEATHER["function"], "name": f"tool_{i}"}} for i in range(1000)]
-    assert bad_request(builtin, tools=many).code == "too_many_tools"
-    absent = {"type": "function", "function": {"name": "get_stock_price"}}
-    assert bad_request(builtin, tools=[WEATHER], tool_choice=absent).code == "tool_not_found"
-    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
-    orphan = [*PARIS, {"role": "assistant", "tool_calls": [call]}, {"role": "tool", "tool_call_id": "call_9",
-                                                                     "content": "sunny"}]  # fmt: skip
-    error = bad_request(builtin, tools=[WEATHER], messages=orphan)
-    assert error.code == "invalid_tool_messages" and "'call_9' answers no open tool call" in error.message
-    clash = {**WEATHER, "function": {**WEATHER["function"], "name": "calculate"}}
-    assert bad_request(builtin, tools=[clash]).code == "tool_name_conflict"
+BROKEN_SCHEMA = {**WEATHER, "function": {**WEATHER["function"], "parameters": {"type": "object", "required": "city"}}}
+ABSENT = {"type": "function", "function": {"name": "get_stock_price"}}
+CALL_1 = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+ORPHAN = [*PARIS, {"role": "assistant", "tool_calls": [CALL_1]},
+          {"role": "tool", "tool_call_id": "call_9", "content": "sunny"}]  # fmt: skip
+BAD_INPUT = {
+    "invalid_tool_schema": {"tools": [BROKEN_SCHEMA]},
+    "duplicate_tool_name": {"tools": [WEATHER, WEATHER]},
+    "too_many_tools": {"tools": [{**WEATHER, "function": {**WEATHER["function"], "name": f"tool_{i}"}}
+                                 for i in range(1000)]},
+    "tool_not_found": {"tools": [WEATHER], "tool_choice": ABSENT},
+    "invalid_tool_messages": {"tools": [WEATHER], "messages": ORPHAN},
+    "tool_name_conflict": {"tools": [{**WEATHER, "function": {**WEATHER["function"], "name": "calculate"}}]},
+}  # fmt: skip
+BAD_INPUT_MESSAGES = {
+    "invalid_tool_schema": "tools[0].function.parameters",
+    "duplicate_tool_name": "'get_weather' is used twice",
+    "too_many_tools": "1000 tools; at most 128",
+    "tool_not_found": "get_stock_price",
+    "invalid_tool_messages": "'call_9' answers no open tool call",
+    "tool_name_conflict": "calculate",
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streaming"])
+@pytest.mark.parametrize("code", list(BAD_INPUT))
+def test_bad_client_tools_and_tool_messages_are_400s(builtin, code, stream):
+    """Refused before anything is stored or streamed: streaming or not, the SDK raises BadRequestError."""
+    error = bad_request(builtin, stream=stream, **BAD_INPUT[code])
+    assert error.code == code and BAD_INPUT_MESSAGES[code] in error.message, error.message
+    assert error.param
 
 
 def test_context_too_long_is_a_400_before_anything_runs_streaming_or_not(builtin):
@@ -241,6 +283,21 @@ def test_a_model_server_past_its_deadline_is_a_504(scripted):
     with pytest.raises(openai.APIStatusError) as raised:
         client.chat.completions.create(model="toolhub", messages=PARIS)
     assert raised.value.status_code == 504 and raised.value.code == "model_timeout"
+    assert set(raised.value.response.json()) == {"error"}
+
+
+def test_a_stream_past_the_models_deadline_sends_an_error_frame_then_done(scripted_server, scripted):
+    model, client = scripted
+    model.behaviour, model.delay = "slow", 8
+    with pytest.raises(openai.APIError) as raised:
+        streamed(client.chat.completions.create(model="toolhub", messages=PARIS, stream=True))
+    assert raised.value.body["code"] == "model_timeout"
+    _model, _client, base, key = scripted_server
+    frames = raw_sse(base, key, {"model": "toolhub", "stream": True, "messages": PARIS})
+    assert frames[-1] == "[DONE]"
+    error = json.loads(frames[-2])["error"]
+    assert (error["type"], error["code"]) == ("api_error", "model_timeout") and "deadline" in error["message"]
+    assert not any(json.loads(f).get("choices") for f in frames[:-2] if f.startswith("{"))  # no answer chunk
 
 
 def test_a_stream_that_fails_sends_an_error_frame_then_done(scripted_server, scripted):
@@ -258,14 +315,21 @@ def test_a_stream_that_fails_sends_an_error_frame_then_done(scripted_server, scr
     assert not any("The turn failed" in frame for frame in frames)
 
 
-def test_an_unreachable_model_server_is_a_502(setup):
+def test_an_unreachable_model_server_is_a_502_plain_and_an_error_frame_streaming(setup):
     env, key = setup
     closed = f"http://127.0.0.1:{free_port()}/v1"
     with daphne(env | MODEL_ENV | {"TOOLHUB_MODEL_BASE_URL": closed}) as base:
         client = openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=120)
         with pytest.raises(openai.APIStatusError) as raised:
             client.chat.completions.create(model="toolhub", messages=PARIS)
+        with pytest.raises(openai.APIError) as raised_in_stream:
+            streamed(client.chat.completions.create(model="toolhub", messages=PARIS, stream=True))
+        frames = raw_sse(base, key, {"model": "toolhub", "stream": True, "messages": PARIS})
     assert raised.value.status_code == 502 and raised.value.code == "model_unavailable"
+    assert set(raised.value.response.json()) == {"error"}
+    assert raised_in_stream.value.body["code"] == "model_unavailable"
+    assert frames[-1] == "[DONE]" and json.loads(frames[-2])["error"]["code"] == "model_unavailable"
+    assert "APIConnectionError" not in raised.value.message and "could not be reached" in raised.value.message
 
 
 def raw_sse(base: str, key: str, body: dict) -> list[str]:
@@ -275,21 +339,32 @@ def raw_sse(base: str, key: str, body: dict) -> list[str]:
         return [line.decode().strip().removeprefix("data: ") for line in response if line.startswith(b"data: ")]
 
 
-def test_models_retrieve_and_a_request_without_model(builtin, setup):
+def test_models_retrieve_and_a_request_without_model(builtin):
     assert builtin.models.retrieve("toolhub").id == "toolhub"
     with pytest.raises(openai.NotFoundError) as raised:
         builtin.models.retrieve("gpt-17")
     assert raised.value.code == "model_not_found"
-    _env, key = setup
-    request = urllib.request.Request(
-        f"{builtin.base_url}chat/completions",
-        data=json.dumps({"messages": [{"role": "user", "content": "What is 15 + 27?"}]}).encode(),
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=120) as response:
-        reply = json.loads(response.read())
-    # The answer names the model that answered: here the builtin one, labelled offline and rule-based.
-    assert reply["model"] == "builtin-offline-rule-based" and "42" in reply["choices"][0]["message"]["content"]
+    # No `model` in the body at all (openai.omit): the default model answers, the builtin one, labelled so.
+    question = [{"role": "user", "content": "What is 15 + 27?"}]
+    raw = builtin.chat.completions.with_raw_response.create(model=openai.omit, messages=question)
+    reply = raw.parse()
+    assert "model" not in json.loads(raw.http_request.content)
+    assert reply.model == "builtin-offline-rule-based" and "42" in reply.choices[0].message.content
+    chunks = list(builtin.chat.completions.create(model=openai.omit, messages=question, stream=True))
+    assert "42" in "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert {c.model for c in chunks if c.choices} == {"builtin-offline-rule-based"}
+
+
+def test_unknown_v1_paths_are_json_404s_the_sdk_raises(builtin):
+    with pytest.raises(openai.NotFoundError) as embeddings:
+        builtin.embeddings.create(model="toolhub", input="hello")
+    with pytest.raises(openai.NotFoundError) as completions:
+        builtin.completions.create(model="toolhub", prompt="hello")
+    for raised, path in ((embeddings, "/v1/embeddings"), (completions, "/v1/completions")):
+        assert raised.value.response.headers["content-type"].startswith("application/json")
+        assert raised.value.response.json() == {"error": {"message": f"Unknown API path {path!r}.",
+                                                          "type": "invalid_request_error", "param": None,
+                                                          "code": "not_found"}}  # fmt: skip
 
 
 def test_two_profiles_answer_from_two_upstream_models_through_the_sdk(scripted_server, setup):
