@@ -129,15 +129,18 @@ async def _tell(server_name: str, uri: str) -> None:
                 await _unsubscribe_upstream(server_name, uri)
 
 
-def _upstream_updated(server_name: str, uri: str) -> None:
-    """A server says `uri` changed (on the client's loop thread): tell the subscribed sessions on their loop."""
+def _upstream_updated(server_name: str, uri: str) -> bool:
+    """A server says `uri` changed (on the client's loop thread): tell the subscribed sessions on their loop.
+
+    False when no session here subscribed to it (catalog.mcp_client logs it as unasked)."""
     loop = _subscriptions.loop
-    if loop is None or loop.is_closed():
-        return
+    if (server_name, uri) not in _subscriptions.sessions or loop is None or loop.is_closed():
+        return False
     try:
         asyncio.run_coroutine_threadsafe(_tell(server_name, uri), loop)
     except RuntimeError:  # the loop stopped meanwhile
-        pass
+        return False
+    return True
 
 
 on_resource_updated(_upstream_updated)
