@@ -279,7 +279,7 @@ def updated(notices: list) -> list[str]:
     return [str(n.params.uri) for n in notices if isinstance(n, ResourceUpdatedNotification)]
 
 
-# The SDK warns that 2026-07-28 sessions use subscriptions/listen instead; toolhub and server-everything speak 2025-11-25.
+# The SDK warns that 2026-07-28 sessions subscribe with subscriptions/listen; these sessions speak 2025-11-25.
 @pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 def test_resource_subscriptions_are_relayed_to_server_everything_and_its_updates_reach_only_the_subscribers(toolhub):
     base, key, other_key, _ = toolhub
