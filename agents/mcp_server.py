@@ -387,7 +387,27 @@ class McpEndpoint:
         scopes = list(credential.scopes)
         principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=scopes)
         scope = {**scope, "user": AuthenticatedUser(principal), API_KEY_SCOPE: api_key.pk}
+        if scope.get("method") == "GET":
+            send = _stream_opened_at_once(send)
         await self.manager.handle_request(scope, receive, send)
+
+
+def _stream_opened_at_once(send):
+    """`send` for a GET (the client's stream of server messages): an SSE comment follows the headers at once.
+
+    Daphne writes a response's headers with its first body bytes, and the SDK's stream sends none until a server
+    message or its 15 s ping; clients that wait for the stream to open before their next request (the SDK's own
+    client among them) sat 15 s after every initialize. A comment line is ignored by every SSE reader.
+    """
+
+    async def send_then_open(message):
+        await send(message)
+        if message["type"] == "http.response.start" and message.get("status") == 200:
+            content_type = dict(message.get("headers", ())).get(b"content-type", b"")
+            if content_type.startswith(b"text/event-stream"):
+                await send({"type": "http.response.body", "body": b": stream open\n\n", "more_body": True})
+
+    return send_then_open
 
 
 def path_router(django_app, mcp_app, path: str = "/mcp"):

@@ -1,9 +1,11 @@
 """What toolhub's MCP server lists and runs for an API key (the logic under /mcp, without HTTP)."""
 
+import asyncio
 import datetime
 import json
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from agents.api_keys import create_api_key
@@ -15,6 +17,7 @@ from catalog.decision import RoutingDecision
 from catalog.mcp_content import wire_result
 from catalog.models import ToolPolicy
 from tests.builders import make_policy, make_tool, make_user
+from tests.mcp_asgi import McpAsgiClient
 
 pytestmark = pytest.mark.django_db
 
@@ -160,6 +163,41 @@ async def test_mcp_endpoint_refuses_a_request_without_a_valid_key_or_from_anothe
     assert status == 401 and challenge.startswith('Bearer error="invalid_token"')
     assert 'resource_metadata="http://toolhub.example/.well-known/oauth-protected-resource/mcp"' in challenge
     assert (await asgi_request(endpoint, headers=[(b"host", b"evil.example")]))[0] == 400
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_get_stream_opens_with_its_headers_and_a_comment_before_any_server_message(mcp_endpoint):
+    """Daphne writes headers with the first body bytes: without the comment, clients waited for the 15 s ping."""
+    key = await sync_to_async(lambda: create_api_key(user=make_user("ops"), name="test")[1])()
+    client = McpAsgiClient(mcp_endpoint, key)
+    assert (await client.initialize()).status == 200
+    sent, opened, requested = [], asyncio.Event(), []
+
+    async def receive():
+        if not requested:
+            requested.append(True)
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.Event().wait()  # then the client stays connected
+
+    async def send(message):
+        sent.append(message)
+        if message["type"] == "http.response.body":
+            opened.set()
+
+    headers = [(k.encode(), v.encode()) for k, v in {**client.headers(), "accept": "text/event-stream"}.items()]
+    scope = {"type": "http", "http_version": "1.1", "method": "GET", "path": "/mcp", "raw_path": b"/mcp",
+             "headers": headers, "query_string": b"", "scheme": "http", "server": ("127.0.0.1", 80),
+             "client": ("127.0.0.1", 1234)}  # fmt: skip
+    stream = asyncio.ensure_future(mcp_endpoint(scope, receive, send))
+    try:
+        await asyncio.wait_for(opened.wait(), timeout=10)  # the SDK's first ping would come at 15 s
+    finally:
+        stream.cancel()
+    start, first = sent[0], sent[1]
+    assert start["type"] == "http.response.start" and start["status"] == 200
+    assert dict(start["headers"])[b"content-type"].startswith(b"text/event-stream")
+    assert first["body"].startswith(b":") and first["more_body"]  # an SSE comment, not an event
 
 
 @pytest.mark.asyncio
