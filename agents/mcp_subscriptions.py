@@ -13,8 +13,11 @@ that URI on that server, on its standalone stream, while the server still
 offers; never to another session, never for a URI nobody here subscribed to.
 A server that offers no subscriptions makes subscribing a JSON-RPC error
 (-32602) saying so. Unsubscribing what the session did not subscribe to
-succeeds and changes nothing. Subscribing needs the right to read resources
-(agents.mcp_access), as resources/read does.
+succeeds and changes nothing. Subscribing needs the right to call tools
+(agents.mcp_access), as resources/read does. A process keeps at most
+MAX_SUBSCRIPTIONS (session, URI) pairs: past it the oldest is dropped (a
+session that ended without unsubscribing is dropped this way, or when a send
+to it fails).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from .mcp_resources import NotOffered, offered_servers, refused_error, resource_
 
 logger = logging.getLogger(__name__)
 
-MAX_SUBSCRIPTIONS = 10_000  # (server, URI, session) triples one process keeps
+MAX_SUBSCRIPTIONS = 10_000  # (session, server, URI) subscriptions one process keeps
 
 
 class _Subscriptions:
@@ -48,9 +51,17 @@ class _Subscriptions:
     def count(self) -> int:
         return sum(len(sessions) for sessions in self.sessions.values())
 
-    def add(self, key: tuple[str, str], session_id: str, session) -> None:
+    def add(self, key: tuple[str, str], session_id: str, session) -> list[tuple[str, str]]:
+        """Subscribe the session to `key`; returns the keys nobody is subscribed to any more after the oldest
+        subscriptions were dropped to stay within MAX_SUBSCRIPTIONS."""
         self.loop = asyncio.get_running_loop()
         self.sessions.setdefault(key, {})[session_id] = session
+        emptied = []
+        while self.count() > MAX_SUBSCRIPTIONS:
+            oldest = next(iter(self.sessions))
+            if self.remove(oldest, next(iter(self.sessions[oldest]))):
+                emptied.append(oldest)
+        return emptied
 
     def remove(self, key: tuple[str, str], session_id: str) -> bool:
         """Drop the session from `key`; True when nobody is left subscribed to it."""
@@ -78,9 +89,6 @@ async def on_subscribe_resource(ctx, params: types.SubscribeRequestParams) -> ty
     server = None
     try:
         server = await resource_owner(uri)
-        key = (server.name, uri)
-        if key not in _subscriptions.sessions and _subscriptions.count() >= MAX_SUBSCRIPTIONS:
-            raise MCPError(code=types.INTERNAL_ERROR, message="toolhub holds too many subscriptions; try again later.")
         if not await asubscribe(server, uri):
             raise MCPError(
                 code=types.INVALID_PARAMS,
@@ -88,7 +96,8 @@ async def on_subscribe_resource(ctx, params: types.SubscribeRequestParams) -> ty
             )
     except (NotOffered, UpstreamRefused, McpServerUnavailable) as exc:
         raise refused_error(exc, server) from None
-    _subscriptions.add(key, _session_id(ctx), ctx.session)
+    for nobody_left in _subscriptions.add((server.name, uri), _session_id(ctx), ctx.session):
+        await _unsubscribe_upstream(*nobody_left)
     return types.EmptyResult()
 
 
@@ -129,15 +138,18 @@ async def _tell(server_name: str, uri: str) -> None:
                 await _unsubscribe_upstream(server_name, uri)
 
 
-def _upstream_updated(server_name: str, uri: str) -> None:
-    """A server says `uri` changed (on the client's loop thread): tell the subscribed sessions on their loop."""
+def _upstream_updated(server_name: str, uri: str) -> bool:
+    """A server says `uri` changed (on the client's loop thread): tell the subscribed sessions on their loop.
+
+    False when no session here subscribed to it (catalog.mcp_client logs it as unasked)."""
     loop = _subscriptions.loop
-    if loop is None or loop.is_closed():
-        return
+    if (server_name, uri) not in _subscriptions.sessions or loop is None or loop.is_closed():
+        return False
     try:
         asyncio.run_coroutine_threadsafe(_tell(server_name, uri), loop)
     except RuntimeError:  # the loop stopped meanwhile
-        pass
+        return False
+    return True
 
 
 on_resource_updated(_upstream_updated)

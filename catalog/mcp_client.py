@@ -16,8 +16,8 @@ the observer. A server's resources/prompts list_changed notices go to the
 listeners registered with `on_list_changed`, its resources/updated notices (for
 subscriptions, catalog.mcp_resources.asubscribe) to those registered with
 `on_resource_updated`. Other notifications a server sends unasked (log messages,
-progress nobody requested, tool list changes) are logged once per kind and
-connection and otherwise ignored. Never touches the database.
+progress nobody requested, updates of resources nobody subscribed to, tool list
+changes) are logged once per kind and connection and otherwise ignored. Never touches the database.
 """
 
 from __future__ import annotations
@@ -119,12 +119,14 @@ def on_list_changed(listener: ListChangeListener) -> None:
         _list_change_listeners.append(listener)
 
 
-ResourceUpdateListener = Callable[[str, str], None]  # (server name, resource URI), on the client's loop thread
+# (server name, resource URI) -> whether someone subscribed to it, on the client's loop thread
+ResourceUpdateListener = Callable[[str, str], bool]
 _resource_update_listeners: list[ResourceUpdateListener] = []
 
 
 def on_resource_updated(listener: ResourceUpdateListener) -> None:
-    """Call `listener` when a server says a resource it was subscribed to changed (once per listener)."""
+    """Call `listener` when a server says a resource changed (once per listener); an update no listener says it
+    subscribed to is logged as unasked."""
     if listener not in _resource_update_listeners:
         _resource_update_listeners.append(listener)
 
@@ -294,13 +296,15 @@ class _Connection:
                     logger.exception("a listener of %s's list changes failed", self.label)
             if _list_change_listeners:
                 return
-        if isinstance(message, ResourceUpdatedNotification) and _resource_update_listeners:
+        if isinstance(message, ResourceUpdatedNotification):
+            wanted = False
             for listener in list(_resource_update_listeners):
                 try:
-                    listener(self.endpoint.name, str(message.params.uri))
+                    wanted = listener(self.endpoint.name, str(message.params.uri)) or wanted
                 except Exception:
                     logger.exception("a listener of %s's resource updates failed", self.label)
-            return
+            if wanted:
+                return
         if isinstance(message, LoggingMessageNotification) and len(self.calls) == 1 and self.calls[0]:
             observer = self.calls[0]
             if observer.on_log is not None:

@@ -420,6 +420,8 @@ def test_a_tool_with_a_malformed_schema_is_rejected_with_the_reason_and_the_othe
 
 
 def test_notifications_nobody_asked_for_are_logged_once_each_and_change_nothing(caplog):
+    import agents.mcp_subscriptions  # noqa: F401 - its listener hears every update; one nobody subscribed to is unasked
+
     server = McpServer.objects.create(
         name="chatty", command=sys.executable, args=["-m", "tests.generated_mcp_server", "--tools", "1", "--chatty"]
     )

@@ -305,7 +305,9 @@ async def test_subscribing_to_a_resource_of_a_server_without_subscriptions_or_of
     assert mcp_subscriptions._subscriptions.sessions == {}
 
 
-async def test_the_server_is_unsubscribed_when_the_last_session_of_a_uri_unsubscribes(endpoint, monkeypatch):
+@pytest.fixture
+def upstream_subscriptions(monkeypatch) -> list[tuple[str, str, str]]:
+    """What toolhub asks the servers, (subscribe or unsubscribe, server, URI), instead of asking them."""
     asked = []
 
     async def subscribe(server, uri):
@@ -318,6 +320,11 @@ async def test_the_server_is_unsubscribed_when_the_last_session_of_a_uri_unsubsc
     monkeypatch.setattr(mcp_subscriptions, "asubscribe", subscribe)
     monkeypatch.setattr(mcp_subscriptions, "aunsubscribe", unsubscribe)
     monkeypatch.setattr(mcp_subscriptions, "_subscriptions", mcp_subscriptions._Subscriptions())
+    return asked
+
+
+async def test_the_server_is_unsubscribed_when_the_last_session_of_a_uri_unsubscribes(endpoint, upstream_subscriptions):
+    asked = upstream_subscriptions
     key = await setup(("shelf", True))
     first, second = await session(endpoint, key), await session(endpoint, key)
 
@@ -332,3 +339,18 @@ async def test_the_server_is_unsubscribed_when_the_last_session_of_a_uri_unsubsc
     ]
     assert list(kept) == [("shelf", "gen://shelf/readme")] and len(kept[("shelf", "gen://shelf/readme")]) == 1
     assert mcp_subscriptions._subscriptions.sessions == {}
+
+
+async def test_past_the_most_subscriptions_the_oldest_is_dropped_and_its_server_told(
+    endpoint, upstream_subscriptions, monkeypatch
+):
+    monkeypatch.setattr(mcp_subscriptions, "MAX_SUBSCRIPTIONS", 1)
+    client = await session(endpoint, await setup(("shelf", True)))
+
+    for uri in ("gen://shelf/readme", "gen://shelf/pixel"):
+        assert (await client.request("resources/subscribe", {"uri": uri})).result == {}
+
+    assert upstream_subscriptions == [("subscribe", "shelf", "gen://shelf/readme"),
+                                      ("subscribe", "shelf", "gen://shelf/pixel"),
+                                      ("unsubscribe", "shelf", "gen://shelf/readme")]  # fmt: skip
+    assert list(mcp_subscriptions._subscriptions.sessions) == [("shelf", "gen://shelf/pixel")]

@@ -13,6 +13,12 @@ built for each call), and an SDK client calling it through toolhub's /mcp on a
 real Daphne. Then a 5 MB text result (the generated server's gen_big): the time
 from its arrival to the cut, for the model (truncate_result) and for an MCP
 client (truncate_blocks), and the whole call directly and through /mcp.
+
+Daphne runs without its start-up warm-up (TOOLHUB_WARM_START=0): a server loads
+its embedding models and builds its indexes on a thread for its first seconds,
+which the measured calls (a tool called by name, no search) never need; on 2
+cores that thread would be measured instead of the call path. The figures are a
+warmed server's.
 """
 
 import argparse
@@ -240,7 +246,7 @@ def main() -> None:
     model_cut, client_cut, big_raw, big_whole = big_cuts(content, options.big_bytes)
     big_alone = asyncio.run(big_direct(options.big_bytes))
     mcp_client.close_all()
-    with daphne(embedded_env(DATA_DIR)) as base:
+    with daphne(embedded_env(DATA_DIR) | {"TOOLHUB_WARM_START": "0"}) as base:  # see the docstring
         through = asyncio.run(toolhub_calls(base, key, options.calls))
         big_via = asyncio.run(big_through(base, key, options.big_bytes))
     print(f"{options.calls} calls of {TOOL} (after {WARM_UP} warm-up calls each):")

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 
-// The conformance suite's reference server, unchanged: examples/servers/typescript/everything-server.ts at tag v0.1.16
-// of github.com/modelcontextprotocol/conformance (the version of @modelcontextprotocol/conformance pinned here; MIT,
-// Apache-2.0 for relicensed parts: that repository's LICENSE). toolhub's tests import it as an MCP server
-// (streamable HTTP on $PORT), so the suite's scenarios that call its tools, resources and prompts go through toolhub:
-// tests/integration/test_mcp_conformance.py.
+// The conformance suite's reference server, unchanged but for this note: examples/servers/typescript/
+// everything-server.ts at tag v0.1.16 of github.com/modelcontextprotocol/conformance (the version of
+// @modelcontextprotocol/conformance pinned here; MIT, Apache-2.0 for relicensed parts: that repository's LICENSE).
+// toolhub's tests import it as an MCP server (streamable HTTP on $PORT), so the suite's scenarios that call its
+// tools, resources and prompts go through toolhub: tests/integration/test_mcp_conformance.py.
 
 /**
  * MCP Everything Server - Conformance Test Server
