@@ -247,10 +247,18 @@ def test_a_server_process_that_died_between_calls_is_started_again(tmp_path):
     [pid] = _processes_with(str(tmp_path / "loyalty.sqlite3"))
 
     os.kill(pid, signal.SIGKILL)
-    _wait_until(lambda: not os.path.exists(f"/proc/{pid}"))  # reaped: the connection saw its end
+    # Died between calls: reaped, and its connection has read the end of its output (under load the
+    # reaping can come first; a call sent before the connection saw the end fails as "may or may not").
+    _wait_until(lambda: not os.path.exists(f"/proc/{pid}") and _connection_ended(server.name))
 
     assert call_json(server, "get_tier", tier_id="tir_gold0001")["code"] == "GOLD"
     assert _processes_with(str(tmp_path / "loyalty.sqlite3")) != [pid]
+
+
+def _connection_ended(name: str) -> bool:
+    thread = mcp_client._loop_state["thread"]
+    connection = thread.connections.get(name) if thread is not None else None
+    return connection is None or connection.dead
 
 
 def _processes_with(text: str) -> list[int]:
