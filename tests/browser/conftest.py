@@ -1,7 +1,7 @@
 """Browser tests: Debian's Chromium (Playwright) against a real Daphne, Celery worker, Redis and PostgreSQL.
 
-Each test module shares one running stack (`browser_stack`: Daphne and a
-Celery worker on the test database). Each test is transactional: it starts
+The browser tests of a pytest process share one running stack (`browser_stack`: Daphne
+and a Celery worker on the test database, on a Celery queue of their own). Each test is transactional: it starts
 with the demo catalog, the demo Loyalty MCP server, model profiles and one
 user per role (`viewer`, `operator`, `admin`), committed so the servers see
 them, and whatever the test writes through the ORM is committed too;
@@ -100,11 +100,17 @@ def _password_hash() -> str:
     return make_password(PASSWORD)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser_stack(django_db_setup, tmp_path_factory):
-    """A live toolhub (Daphne + Celery worker) on the test database, shared by the module's tests."""
+    """A live toolhub (Daphne + Celery worker) on the test database, shared by the browser tests of this pytest
+    process (started once, not once a module: each start warms its router for 10-20 s). Its Celery queue is its
+    own, so the idle worker never takes a task of the workers that other integration tests start between."""
+    from django.conf import settings
+
     data_dir = tmp_path_factory.mktemp("browser-stack")
-    env = database_env(TOOLHUB_DATA_DIR=str(data_dir))
+    env = database_env(
+        TOOLHUB_DATA_DIR=str(data_dir), TOOLHUB_CELERY_QUEUE=f"{settings.CELERY_TASK_DEFAULT_QUEUE}-browser"
+    )
     from toolhub.celery import app
 
     with celery_worker(env, app), daphne(env) as url:
