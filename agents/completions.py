@@ -11,7 +11,6 @@ import logging
 import time
 import uuid
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -124,8 +123,9 @@ async def follow(action, group: str, channel: str) -> bool:
 
 
 def starter(turn_id: int):
-    # Eager Celery runs the turn inside this call, so it must not hold the event loop.
-    return lambda: sync_to_async(enqueue_turn, thread_sensitive=False)(turn_id)
+    # Eager Celery runs the turn inside this call, so it must not hold the event loop. Enqueueing after commit
+    # opens a connection (on_commit asks it for autocommit) in a pool thread: database_sync_to_async hands it back.
+    return lambda: database_sync_to_async(enqueue_turn, thread_sensitive=False)(turn_id)
 
 
 def chunk(completion_id: str, model: str, **fields) -> dict:
