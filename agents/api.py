@@ -7,6 +7,9 @@ own upstream model. An answer's `model` is the upstream model that answered, or
 
 Thin: authenticate, validate, store the conversation and a queued turn in one
 transaction, start the turn, then relay the turn's events (agents.completions).
+Every database access goes through database_sync_to_async, which hands the
+connection back to the pool when the call returns: a request waiting on its
+turn (streamed or not) holds no connection.
 Errors are OpenAI-style error objects (agents.api_errors): bad input and a
 newest turn too long for the model's budget (`context_length_exceeded`) are
 refused before anything runs; a turn that fails answers with the error of its
@@ -21,7 +24,7 @@ assistant's tool_calls and `role: "tool"` results and continues from there.
 
 import json
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import transaction
@@ -225,7 +228,7 @@ async def api_user(request, ability: Ability):
     header = request.headers.get("Authorization", "")
     if not header.startswith("Bearer "):
         raise ApiError(401, "Missing API key: send Authorization: Bearer <key>.", type="authentication_error")
-    return await sync_to_async(_authorize)(header, ability)
+    return await database_sync_to_async(_authorize)(header, ability)
 
 
 async def chat_completions(request):
@@ -234,7 +237,7 @@ async def chat_completions(request):
             raise ApiError(405, "Use POST for /v1/chat/completions.")
         user = await api_user(request, START_TURN)
         parsed = parse_request(check_chat_request(request))  # size, depth, strings, types: agents.api_input
-        turn, answering = await sync_to_async(start_turn)(user, parsed)
+        turn, answering = await database_sync_to_async(start_turn)(user, parsed)
     except (ApiError, InputRejected) as error:
         return error.response()
     if parsed["stream"]:
@@ -262,7 +265,9 @@ async def approval(request, approval_id: int):
         if not isinstance(body, dict) or not isinstance(body.get("approve"), bool):
             raise ApiError(400, 'Send {"approve": true} or {"approve": false}.', param="approve")
         try:
-            decided = await sync_to_async(decide_approval)(approval_id=approval_id, user=user, approve=body["approve"])
+            decided = await database_sync_to_async(decide_approval)(
+                approval_id=approval_id, user=user, approve=body["approve"]
+            )
         except ToolApproval.DoesNotExist:
             raise ApiError(404, f"No approval {approval_id}.", code="approval_not_found") from None
         except PermissionDenied:
@@ -299,7 +304,7 @@ async def model(request, model_id: str):
         if request.method not in {"GET", "HEAD"}:
             raise ApiError(405, "Use GET for /v1/models/<id>.")
         await api_user(request, LIST_MODELS)
-        found = [m for m in await sync_to_async(model_objects)() if m["id"] == model_id]
+        found = [m for m in await database_sync_to_async(model_objects)() if m["id"] == model_id]
         if not found:
             raise ApiError(404, f"The model {model_id!r} does not exist.", param="model", code="model_not_found")
     except ApiError as error:
@@ -314,7 +319,7 @@ async def models(request):
         await api_user(request, LIST_MODELS)
     except ApiError as error:
         return error.response()
-    return JsonResponse({"object": "list", "data": await sync_to_async(model_objects)()})
+    return JsonResponse({"object": "list", "data": await database_sync_to_async(model_objects)()})
 
 
 def openapi(request):

@@ -11,12 +11,12 @@ import logging
 import time
 import uuid
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
 from catalog.tokens import count_tokens
+from toolhub.db_pool import is_pool_exhausted
 
 from . import watchdog
 from .api_errors import failure_error
@@ -36,36 +36,43 @@ async def turn_events(turn_id: int, *, start):
     """The turn's events in order: stored ones first, then live ones; ends after `done`.
 
     While the turn is quiet, a KEEPALIVE every KEEPALIVE_SECONDS, each after the watchdog looked at the turn (a
-    turn whose worker died is restarted or failed there, and its end then read from the store).
+    turn whose worker died is restarted or failed there, and its end then read from the store). The stream holds
+    no database connection while it waits (each read hands its connection back to the pool), and keeps one
+    channel-layer receive open on its channel (cancelling a receive drops what the layer had buffered for it).
+    When the pool has no connection in time, the stream waits a second and reads again: never an error.
     """
     layer = get_channel_layer()
     channel = await layer.new_channel()
     listening = await follow(layer.group_add, turn_group(turn_id), channel)
     runner = asyncio.ensure_future(start())
+    receiving: asyncio.Future | None = None  # the stream's one pending layer.receive
     deadline = time.monotonic() + settings.TOOLHUB_TURN_TIME_LIMIT + 30
     last = 0
     heard = time.monotonic()
     try:
         while time.monotonic() < deadline:
-            # database_sync_to_async hands the connection back after each read: a waiting stream holds none.
-            for event in await database_sync_to_async(stored_events)(turn_id, after=last):
+            for event in await from_store(stored_events, turn_id, after=last) or ():
                 last, heard = event["sequence"], time.monotonic()
                 yield event
                 if event["type"] == EventType.DONE:
                     return
             if time.monotonic() - heard >= KEEPALIVE_SECONDS:
                 heard = time.monotonic()
-                await database_sync_to_async(watchdog.take_over)(turn_id)
+                await from_store(watchdog.take_over, turn_id)
                 yield KEEPALIVE
                 continue
             while True:  # live events until a gap or a quiet second sends us back to the store
                 if not listening:  # the channel layer failed (Redis restarting): the store alone, every second
                     await asyncio.sleep(1.0)
                     break
-                try:
-                    message = await asyncio.wait_for(layer.receive(channel), timeout=1.0)
-                except TimeoutError:
+                if receiving is None:
+                    receiving = asyncio.ensure_future(layer.receive(channel))
+                done, _ = await asyncio.wait({receiving}, timeout=1.0)
+                if not done:
                     break
+                received, receiving = receiving, None
+                try:
+                    message = received.result()
                 except Exception as error:
                     log.warning("turn %s: the channel layer failed (%r); reading the stored events", turn_id, error)
                     listening = False
@@ -85,9 +92,24 @@ async def turn_events(turn_id: int, *, start):
             "payload": {"message": "The turn did not finish in time.", "reason": FailureReason.TURN_TIMEOUT},
         }
     finally:
+        if receiving is not None:
+            receiving.cancel()
         await follow(layer.group_discard, turn_group(turn_id), channel)
         if runner.done() and runner.exception():
             raise runner.exception()
+
+
+async def from_store(read, *args, **kwargs):
+    """`read(*args, **kwargs)` on a pooled connection handed back after (database_sync_to_async closes it);
+    None when the pool had no connection to give in time (the caller tries again a second later)."""
+    try:
+        return await database_sync_to_async(read)(*args, **kwargs)
+    except Exception as error:
+        if not is_pool_exhausted(error):
+            raise
+        log.warning("%s(%s): no database connection in time; trying again", read.__name__, args)
+        await asyncio.sleep(1.0)
+        return None
 
 
 async def follow(action, group: str, channel: str) -> bool:
@@ -101,8 +123,9 @@ async def follow(action, group: str, channel: str) -> bool:
 
 
 def starter(turn_id: int):
-    # Eager Celery runs the turn inside this call, so it must not hold the event loop.
-    return lambda: sync_to_async(enqueue_turn, thread_sensitive=False)(turn_id)
+    # Eager Celery runs the turn inside this call, so it must not hold the event loop. Enqueueing after commit
+    # opens a connection (on_commit asks it for autocommit) in a pool thread: database_sync_to_async hands it back.
+    return lambda: database_sync_to_async(enqueue_turn, thread_sensitive=False)(turn_id)
 
 
 def chunk(completion_id: str, model: str, **fields) -> dict:

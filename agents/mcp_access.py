@@ -9,15 +9,15 @@ so do the other requests an MCP server answers for the caller
 ASKS_A_SERVER). Listing
 stays allowed. When the key's scopes were the reason, the answer
 carries `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."` as
-MCP's authorization spec asks. Never parses more than it must: a body that is
-not JSON goes to the SDK, which answers it.
+MCP's authorization spec asks. A POST body is read and checked by
+agents.mcp_input (size, JSON, depth, batch, strings) before the SDK sees it.
 """
 
-import json
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 
+from . import mcp_input
 from .access import CALL_TOOL, USE_MCP, Refusal, refusal
 
 FORBIDDEN = -32003  # JSON-RPC implementation-defined server error (-32000..-32099): not allowed for this key
@@ -47,52 +47,29 @@ def forbidden(refused: Refusal, request_id=None) -> Denial:
     return Denial(403, jsonrpc_error(request_id, FORBIDDEN, refused.message), headers)
 
 
-def tool_call_ids(body: bytes) -> list:
-    """Ids of the ASKS_A_SERVER requests (`tools/call`, ...) in a JSON-RPC message (or batch); [] for others."""
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return []
+def tool_call_ids(message) -> list:
+    """Ids of the ASKS_A_SERVER requests (`tools/call`, ...) in a parsed JSON-RPC message (or batch); [] for others."""
     messages = message if isinstance(message, list) else [message]
     return [m.get("id") for m in messages if isinstance(m, dict) and m.get("method") in ASKS_A_SERVER]
-
-
-async def buffered(receive):
-    """Read the request body; return it and a receive that replays it, then passes on the client's messages."""
-    first, chunks = None, []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            first = message  # the client went away: the SDK sees that
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    body = b"".join(chunks)
-    pending = [first or {"type": "http.request", "body": body, "more_body": False}]
-
-    async def replay():
-        return pending.pop() if pending else await receive()
-
-    return body, replay
 
 
 async def check(credential, scope, receive):
     """(None, receive) when the request may go to the SDK (receive replays a body read here); else (Denial, _).
 
     `credential` is an agents.credentials.Credential: an API key's or an OAuth access token's, checked alike.
+    A POST body over agents.mcp_input's bounds raises its McpInputRejected.
     """
     user, scopes = credential.user, list(credential.scopes)
     holder = "access token" if credential.oauth else "API key"
-    refused = await sync_to_async(refusal)(user, USE_MCP, scopes=scopes, holder=holder)
+    refused = await database_sync_to_async(refusal)(user, USE_MCP, scopes=scopes, holder=holder)
     if refused is not None:
         return forbidden(refused), receive
     if scope.get("method") != "POST":
         return None, receive
-    body, receive = await buffered(receive)
-    ids = tool_call_ids(body)
+    body, receive = await mcp_input.read_body(scope, receive)
+    ids = tool_call_ids(mcp_input.check_body(body))
     if ids:
-        refused = await sync_to_async(refusal)(user, CALL_TOOL, scopes=scopes, holder=holder)
+        refused = await database_sync_to_async(refusal)(user, CALL_TOOL, scopes=scopes, holder=holder)
         if refused is not None:
             return forbidden(refused, ids[0]), receive
     return None, receive

@@ -43,7 +43,7 @@ from collections import defaultdict
 from functools import lru_cache
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
@@ -128,7 +128,7 @@ _lists = _Lists()
 
 
 async def _offered() -> list[McpServer]:
-    return await sync_to_async(offered_servers)()
+    return await database_sync_to_async(offered_servers)()
 
 
 async def _all(kind: str, *, fresh: bool = False) -> list[tuple[McpServer, list[dict]]]:

@@ -26,8 +26,13 @@ MCP), is a JSON-RPC error (-32602) saying why. Never serves a request without a
 valid API key or OAuth access token (401 naming the OAuth resource metadata:
 agents.oauth), nor one its key's owner or scopes do not allow (403,
 agents.mcp_access), nor one past its key's or owner's rate limit (429 with
-Retry-After, toolhub.rate_limits). A session is bound to the key that opened
-it (the SDK answers 404 to another key).
+Retry-After, toolhub.rate_limits), nor a body past agents.mcp_input's bounds
+(413 or 400 with a JSON-RPC error). A session is bound to the key that opened
+it (the SDK answers 404 to another key). When the database pool has no
+connection in time, a request is answered 503 with Retry-After and a JSON-RPC
+error, and a tool call a JSON-RPC error saying to retry; never a 500. Every
+database access goes through database_sync_to_async, so a session's open stream
+holds no connection.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ import time
 from collections import defaultdict
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http.request import split_domain_port, validate_host
@@ -56,10 +61,12 @@ from catalog.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_to
 from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
 from catalog.mcp_client import observing
 from toolhub import rate_limits
+from toolhub.db_pool import RETRY_AFTER_SECONDS, is_pool_exhausted
 
 from . import mcp_access, mcp_resources, mcp_subscriptions, oauth
 from .credentials import authenticate_bearer
 from .mcp_found import found_tools, remember_found
+from .mcp_input import McpInputRejected
 from .mcp_progress import CallRelay, on_set_logging_level
 from .models import ModelProfile
 from .providers import ToolCall
@@ -74,6 +81,8 @@ SESSION_IDLE_SECONDS = 30 * 60  # the SDK's default
 API_KEY_SCOPE = "toolhub.api_key_id"  # the ASGI scope key under which the endpoint passes the caller's key on
 NEUTRAL = RoutingDecision()  # no request yet: what policy allows with no intent, outside any workflow
 DEFAULT_RESULT_TOKENS = 1024
+SERVER_BUSY = -32050  # JSON-RPC implementation-defined server error: no database connection in time (HTTP 503)
+BUSY_MESSAGE = "The service is at its database connection limit; retry shortly."
 
 
 # --- what a session sees and may call (sync: ORM and the runtime's code) ---------------------------
@@ -254,7 +263,7 @@ def build_server() -> Server:
         def listing() -> list[types.Tool]:
             return [_mcp_tool(tool) for tool in session_tools(found_tools(_caller(ctx)))]
 
-        return types.ListToolsResult(tools=await sync_to_async(listing)())
+        return types.ListToolsResult(tools=await database_sync_to_async(listing)())
 
     async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         key = _caller(ctx)
@@ -269,9 +278,13 @@ def build_server() -> Server:
 
         try:
             # Not thread-sensitive: a slow MCP tool must not hold up every other ORM call of this process.
-            outcome, newly_found, budget = await sync_to_async(run, thread_sensitive=False)()
+            outcome, newly_found, budget = await database_sync_to_async(run, thread_sensitive=False)()
         except ToolRefused as refused:
             raise MCPError(code=types.INVALID_PARAMS, message=str(refused)) from None
+        except Exception as error:
+            if not is_pool_exhausted(error):
+                raise
+            raise MCPError(code=SERVER_BUSY, message=BUSY_MESSAGE) from None
         finally:
             await relay.flush()
         if newly_found:
@@ -353,43 +366,59 @@ class McpEndpoint:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
             return
+        try:
+            checked = await self._checked(scope, receive, send)
+        except McpInputRejected as rejected:  # agents.mcp_input: size, JSON, depth, batch, strings
+            await _send_json(send, rejected.status, rejected.payload())
+            return
+        except Exception as error:
+            if not is_pool_exhausted(error):
+                raise
+            await _send_json(send, 503, mcp_access.jsonrpc_error(None, SERVER_BUSY, BUSY_MESSAGE),
+                             headers=((b"retry-after", str(RETRY_AFTER_SECONDS).encode()),))  # fmt: skip
+            return
+        if checked is not None:
+            await self._ensure_started()
+            if scope.get("method") == "GET":
+                send = _stream_opened_at_once(send)
+            await self.manager.handle_request(*checked, send)
+
+    async def _checked(self, scope, receive, send):
+        """(scope, receive) for the SDK once the host, the credential, the rate limits, the caller's rights and the
+        body pass; None when an answer was sent here instead."""
         headers = dict(scope.get("headers", ()))
         if not _allowed_host(headers):
             await _send_json(send, 400, {"error": "Host not allowed."})
-            return
+            return None
         request = ASGIRequest(scope, io.BytesIO())  # Django's view of the URL: resource and metadata URLs
         auth = headers.get(b"authorization", b"").decode("latin-1")
         if not auth.startswith("Bearer "):
             await _send_json(send, 401, {"error": "Missing credentials: send Authorization: Bearer <API key or "
                                                   "OAuth access token>, or connect with OAuth."},
                              headers=((b"www-authenticate", oauth.bearer_challenge(request).encode()),))  # fmt: skip
-            return
+            return None
         token = auth.removeprefix("Bearer ").strip()
-        credential = await sync_to_async(authenticate_bearer)(token, resource=oauth.mcp_resource(request))
+        credential = await database_sync_to_async(authenticate_bearer)(token, resource=oauth.mcp_resource(request))
         if credential is None:
             challenge = oauth.bearer_challenge(
                 request, error="invalid_token", description="The API key or access token is unknown, expired or revoked"
             )
             await _send_json(send, 401, {"error": "Invalid API key or access token."},
                              headers=((b"www-authenticate", challenge.encode()),))  # fmt: skip
-            return
+            return None
         api_key = credential.api_key  # an API key, or the key an OAuth client acts as for its user
-        exceeded = await sync_to_async(rate_limits.api_request)(api_key)
+        exceeded = await database_sync_to_async(rate_limits.api_request)(api_key)
         if exceeded is not None:  # 429 with a JSON-RPC error; the body is not read, so no request id
             await _send_json(send, 429, mcp_access.jsonrpc_error(None, mcp_access.RATE_LIMITED, exceeded.message),
                              headers=((b"retry-after", str(exceeded.retry_after).encode()),))  # fmt: skip
-            return
+            return None
         denial, receive = await mcp_access.check(credential, scope, receive)  # 403: the owner or the scopes
         if denial is not None:
             await _send_json(send, denial.status, denial.payload, headers=denial.headers)
-            return
-        await self._ensure_started()
+            return None
         scopes = list(credential.scopes)
         principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=scopes)
-        scope = {**scope, "user": AuthenticatedUser(principal), API_KEY_SCOPE: api_key.pk}
-        if scope.get("method") == "GET":
-            send = _stream_opened_at_once(send)
-        await self.manager.handle_request(scope, receive, send)
+        return {**scope, "user": AuthenticatedUser(principal), API_KEY_SCOPE: api_key.pk}, receive
 
 
 def _stream_opened_at_once(send):

@@ -26,7 +26,7 @@ import asyncio
 import logging
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from mcp.shared.exceptions import MCPError
 
 from catalog.mcp_client import McpServerUnavailable, on_resource_updated
@@ -112,7 +112,7 @@ async def on_unsubscribe_resource(ctx, params: types.UnsubscribeRequestParams) -
 
 async def _unsubscribe_upstream(server_name: str, uri: str) -> None:
     """Nobody here wants `uri` any more: tell its server (best effort: a server that is gone forgot already)."""
-    server = await sync_to_async(McpServer.objects.filter(name=server_name).first)()
+    server = await database_sync_to_async(McpServer.objects.filter(name=server_name).first)()
     if server is None:
         return
     try:
@@ -126,7 +126,7 @@ async def _tell(server_name: str, uri: str) -> None:
     key = (server_name, uri)
     if key not in _subscriptions.sessions:
         return
-    if not any(server.name == server_name for server in await sync_to_async(offered_servers)()):
+    if not any(server.name == server_name for server in await database_sync_to_async(offered_servers)()):
         return
     notification = types.ResourceUpdatedNotification(params=types.ResourceUpdatedNotificationParams(uri=uri))
     for session_id, session in list(_subscriptions.sessions.get(key, {}).items()):

@@ -82,18 +82,33 @@ def wait_for_port(port: int, process: subprocess.Popen, log, seconds: float = 60
             time.sleep(0.3)
 
 
+# Twisted listens with a backlog of 50 unless told: 200 clients connecting at once would wait on SYN retries.
+LISTEN_BACKLOG = 1024
+
+
 @contextmanager
 def daphne(env: dict):
-    """Yield the base URL of a Daphne serving toolhub.asgi with `env`."""
+    """Yield the base URL of a Daphne serving toolhub.asgi with `env` (its process: `daphne_process(url)`)."""
     port = free_port()
-    process, log = start([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "toolhub.asgi:application"], env)
+    endpoint = f"tcp:port={port}:interface=127.0.0.1:backlog={LISTEN_BACKLOG}"
+    process, log = start([str(BIN / "daphne"), "-e", endpoint, "toolhub.asgi:application"], env)
+    _daphnes[f"http://127.0.0.1:{port}"] = process
     try:
         wait_for_port(port, process, log)
         yield f"http://127.0.0.1:{port}"
     finally:
+        _daphnes.pop(f"http://127.0.0.1:{port}", None)
         process.terminate()
         process.wait(timeout=30)
         log.close()
+
+
+_daphnes: dict[str, subprocess.Popen] = {}
+
+
+def daphne_process(base_url: str) -> subprocess.Popen:
+    """The process of a Daphne that `daphne()` started and that still runs."""
+    return _daphnes[base_url]
 
 
 @contextmanager

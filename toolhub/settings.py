@@ -348,6 +348,10 @@ TOOLHUB_MAX_EXAMPLES_PER_TOOL = env_int("TOOLHUB_MAX_EXAMPLES_PER_TOOL", 50)
 TOOLHUB_API_MAX_BODY_BYTES = env_int("TOOLHUB_API_MAX_BODY_BYTES", 1024 * 1024)
 TOOLHUB_API_MAX_JSON_DEPTH = env_int("TOOLHUB_API_MAX_JSON_DEPTH", 64)
 TOOLHUB_API_MAX_MESSAGES = env_int("TOOLHUB_API_MAX_MESSAGES", 1000)
+# Bounds of a /mcp request body (agents/mcp_input.py): bytes (413 over), JSON nesting, messages in a batch.
+TOOLHUB_MCP_MAX_BODY_BYTES = env_int("TOOLHUB_MCP_MAX_BODY_BYTES", 4 * 1024 * 1024)
+TOOLHUB_MCP_MAX_JSON_DEPTH = env_int("TOOLHUB_MCP_MAX_JSON_DEPTH", 64)
+TOOLHUB_MCP_MAX_BATCH = env_int("TOOLHUB_MCP_MAX_BATCH", 100)
 # Requests per minute (toolhub/rate_limits.py; 0 = no limit): per API key and per user (all their keys) on /v1 and
 # /mcp, answered 429 with Retry-After past them; login POSTs per client address.
 TOOLHUB_RATE_LIMIT_PER_MINUTE = env_int("TOOLHUB_RATE_LIMIT_PER_MINUTE", 600)
