@@ -294,3 +294,35 @@ def test_the_overview_shows_live_counters_and_charts(client):
     page = client.get("/").content.decode()
     assert 'ws-connect="/ws/overview/"' in page and 'id="overview-live"' in page
     assert "<svg" in page and "<polyline" in page and "900</span> schema tokens saved" in page
+
+
+def test_a_turn_card_shows_decision_called_tools_and_answer_first_and_the_denied_collapsed_by_reason(client):
+    owner = make_user("owner", role="operator")
+    conversation = Conversation.objects.create(owner=owner)
+    turns = [create_turn(conversation, "What is 15 + 27?") for _ in range(2)]
+    for turn in turns:
+        log("What is 15 + 27?", turn=turn, called=["calculate"], denied=[
+            {"name": "delete_rule", "reason": "outside the request's domains"},
+            {"name": "transfer_points", "reason": "policy is draft, not active"},
+            {"name": "update_rule", "reason": "outside the request's domains"},
+        ])  # fmt: skip
+        TurnEvent.objects.create(turn=turn, sequence=1, type="delta", payload={"content": "42"})
+        TurnEvent.objects.create(turn=turn, sequence=2, type="tool_result",
+                                 payload={"tool_name": "calculate", "content": "42"})  # fmt: skip
+    client.force_login(owner)
+    page = client.get(f"/console/{conversation.pk}/").content.decode()
+    card = page.split(f'id="turn-{turns[0].id}"')[1].split("</article>")[0]
+    order = [card.index(text) for text in ("<dt>Decision</dt>", "<dt>Called</dt>", 'class="answer"',
+                                           'class="budget"', 'class="timeline"')]  # fmt: skip
+    assert order == sorted(order)
+    assert "<code>calculate</code>" in card.split("<dt>Called</dt>")[1].split("</dd>")[0]
+    assert '<details class="denied">' in card  # collapsed: no `open`
+    summary = card.split('<details class="denied">')[1].split("</summary>")[0]
+    assert "Denied (3): 2 outside the request&#x27;s domains · 1 policy is draft, not active" in summary
+    denied = card.split('class="denied-list" tabindex="0"')[1].split("</ul>")[0]
+    assert "<code>delete_rule</code> <code>update_rule</code>" in denied.split("policy is draft")[0]
+    # Each turn's landmark has its own name; each scrollable region is reachable with the keyboard.
+    assert page.count('aria-label="Steward status of turn') == 2 and page.count('Steward status"') == 0
+    assert re.findall(r'<pre class="result"[^>]*>', card) == [
+        '<pre class="result" tabindex="0" aria-label="Result of step 2">'
+    ]
