@@ -167,6 +167,53 @@ def test_turn_cards_lead_with_the_decision_collapse_the_denied_and_every_scrolle
     assert page.evaluate(DUPLICATED_LANDMARKS) == []
 
 
+# Installed before the page's scripts: every change of the page records the turn statuses and whether Send is off.
+WATCH_THREAD = """
+  window.__states = [];
+  document.addEventListener('DOMContentLoaded', () => {
+    const record = () => {
+      const send = document.getElementById('chat-send');
+      const statuses = [...document.querySelectorAll('#thread .turn-status')].map((el) => el.textContent.trim());
+      window.__states.push({statuses: statuses.join(','), sendDisabled: send ? send.disabled : null});
+    };
+    record();
+    new MutationObserver(record).observe(document.body, {subtree: true, childList: true, characterData: true,
+                                                         attributes: true, attributeFilter: ['disabled']});
+  });
+"""
+
+
+def test_a_new_conversation_opens_at_once_streams_its_turn_and_send_waits_for_each_turn(page, log_in):
+    log_in(page, "operator")
+    page.add_init_script(WATCH_THREAD)
+    page.goto("/console/")
+    page.get_by_label("Start a conversation").fill("What is 15 + 27?")
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_url("**/console/*/")
+    send = page.get_by_role("button", name="Send")
+    turn = page.locator(".turn").first
+    expect(turn.locator(".turn-status")).to_have_text("done")
+    expect(turn.locator(".content")).to_contain_text("42")
+    expect(send).to_be_enabled()
+    states = page.evaluate("window.__states")
+    # The page showed the turn before it ended, filled live, with Send off the whole time it ran.
+    running = [state for state in states if state["statuses"] and state["statuses"] != "done"]
+    assert running, states
+    assert all(state["sendDisabled"] for state in running), states
+    assert states[-1] == {"statuses": "done", "sendDisabled": False}
+
+    # A second turn from the same page: Send goes off as it is sent and comes back when the turn ends.
+    page.evaluate("window.__states = []")
+    page.get_by_label("Message").fill("What is 2 + 2?")
+    send.click()
+    second = page.locator(".turn").nth(1)
+    expect(second.locator(".turn-status")).to_have_text("done")
+    expect(send).to_be_enabled()
+    states = page.evaluate("window.__states")
+    assert any(state["sendDisabled"] for state in states), states
+    assert all(state["sendDisabled"] for state in states if state["statuses"] not in ("done", "done,done")), states
+
+
 PAGES = {"overview": "/", "console-list": "/console/", "routing": "/routing/", "workflows": "/workflows/"}
 
 
