@@ -261,6 +261,11 @@ def turn_views(turns: list[Turn]) -> list[dict]:
     ]
 
 
+def has_running_turn(conversation: Conversation) -> bool:
+    """A turn of the conversation has not ended: its chat's Send waits (static/js/console.js keeps it live)."""
+    return conversation.turns.exclude(status__in=ENDED).exists()
+
+
 def thread(conversation: Conversation) -> list[dict]:
     return turn_views(list(conversation.turns.order_by("id")))
 

@@ -311,6 +311,15 @@ class RoutingLog(models.Model):
     def tokens_saved(self) -> int:
         return max(self.catalog_schema_tokens - self.loaded_schema_tokens - self.deferred_listing_tokens, 0)
 
+    @property
+    def denied_by_reason(self) -> list[dict]:
+        """The denied tools grouped by their reason, the largest group first: [{reason, count, names}]."""
+        names_by_reason: dict[str, list[str]] = {}
+        for denied in self.denied:
+            names_by_reason.setdefault(denied["reason"], []).append(denied["name"])
+        groups = [{"reason": reason, "count": len(names), "names": names} for reason, names in names_by_reason.items()]
+        return sorted(groups, key=lambda group: (-group["count"], group["reason"]))
+
 
 class Workflow(models.Model):
     class Status(models.TextChoices):

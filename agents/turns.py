@@ -2,10 +2,14 @@
 
 Views, the API and consumers call `start_turn`; none of them runs a turn
 itself. In the embedded default Celery is eager, so the caller runs the turn
-in its own thread (the SSE view does that off the event loop).
+in its own thread (the SSE view does that off the event loop), except the
+console's chat: it answers at once and the turn runs in a thread of the
+process (`start_in_background`), so the page it leads to streams the turn.
 """
 
-from django.db import transaction
+import threading
+
+from django.db import close_old_connections, connections, transaction
 
 from .models import Conversation, Message, Turn
 from .tasks import run_turn
@@ -26,11 +30,33 @@ def enqueue_turn(turn_id: int) -> None:
     run_turn.delay_on_commit(turn_id)
 
 
+def start_in_background(turn_id: int) -> None:
+    """Enqueue the turn after commit without waiting for it: for a page that must answer at once.
+
+    With a broker the worker runs it anyway. Eager Celery (the embedded default, no broker) would run it inside
+    the request, so it runs in a daemon thread of this process instead, as approvals' timeouts do there.
+    """
+    if not run_turn.app.conf.task_always_eager:
+        enqueue_turn(turn_id)
+        return
+    transaction.on_commit(lambda: threading.Thread(target=_run_in_thread, args=(turn_id,), daemon=True,
+                                                   name=f"turn-{turn_id}").start())  # fmt: skip
+
+
+def _run_in_thread(turn_id: int) -> None:
+    close_old_connections()
+    try:
+        run_turn.delay(turn_id)
+    finally:
+        connections.close_all()  # this thread's own connections: nothing else closes them
+
+
 def start_console_turn(*, user, text: str, conversation: Conversation | None = None, model_profile=None) -> Turn:
-    """A turn from the console chat, stored and enqueued exactly as the API does; a new conversation when none."""
+    """A turn from the console chat, stored as the API does and started without waiting for it (the page that
+    answers streams it); a new conversation when none."""
     with transaction.atomic():
         if conversation is None:
             conversation = Conversation.objects.create(owner=user, model_profile=model_profile, title=text[:200])
         turn = create_turn(conversation, text)
-    enqueue_turn(turn.id)
+    start_in_background(turn.id)
     return turn

@@ -90,20 +90,21 @@ def console_conversation(request, conversation_id: int):
         if form is None:
             raise PermissionDenied("You may not add to this conversation.")
         if form.is_valid():
-            start_console_turn(user=request.user, text=form.cleaned_data["message"], conversation=conversation)
+            turn = start_console_turn(user=request.user, text=form.cleaned_data["message"], conversation=conversation)
             if request.htmx:
-                context = {"form": ChatForm(), "conversation": conversation}
+                context = {"form": ChatForm(), "conversation": conversation, "running": True, "sent_turn": turn.id}
                 return render(request, "agents/conversation.html#chat", context)
             return redirect("console-conversation", conversation_id=conversation.pk)
         if request.htmx:
-            return render(request, "agents/conversation.html#chat", {"form": form, "conversation": conversation},
-                          status=400)  # fmt: skip
+            context = {"form": form, "conversation": conversation, "running": console.has_running_turn(conversation)}
+            return render(request, "agents/conversation.html#chat", context, status=400)
     context = {
         "conversation": conversation,
         "turns": console.thread(conversation),
         "can_decide": request.user.has_perm(DECIDE_PERMISSION),
         "form": form,
         "may_start": may_start,
+        "running": console.has_running_turn(conversation),
     }
     return render(request, "agents/conversation.html", context)
 

@@ -2,6 +2,7 @@
 
 import datetime
 import re
+import threading
 
 import pytest
 from django.utils import timezone
@@ -41,15 +42,21 @@ def test_a_viewer_sees_no_chat_form_and_cannot_post_one(client):
     assert not Turn.objects.exists()
 
 
-def test_an_operator_starts_a_turn_from_the_console_like_the_api(
-    client, eager_celery, django_capture_on_commit_callbacks, demo_catalog
-):
+def turn_thread(turn_id: int) -> threading.Thread:
+    """The thread agents.turns.start_in_background runs the turn in (eager Celery: the embedded default)."""
+    (thread,) = [thread for thread in threading.enumerate() if thread.name == f"turn-{turn_id}"]
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)  # the turn's thread reads the committed rows
+def test_an_operator_starts_a_turn_from_the_console_like_the_api(client, eager_celery, demo_catalog):
     operator = make_user("operator", role="operator")
     client.force_login(operator)
-    with django_capture_on_commit_callbacks(execute=True):
-        response = client.post("/console/", {"message": "What is 15 + 27?", "model": "toolhub"})
+    response = client.post("/console/", {"message": "What is 15 + 27?", "model": "toolhub"})
     turn = Turn.objects.get()
     assert response.status_code == 302 and response.url == f"/console/{turn.conversation_id}/"
+    turn_thread(turn.id).join(timeout=60)
+    turn.refresh_from_db()
     assert turn.conversation.owner == operator and turn.status == Turn.Status.DONE
     page = client.get(response.url).content.decode()
     assert f'ws-connect="/ws/console/{turn.conversation_id}/"' in page
@@ -58,6 +65,35 @@ def test_an_operator_starts_a_turn_from_the_console_like_the_api(
     assert "Denied (" in routing and "calculate" in routing
     budget = page.split(f'id="turn-{turn.id}-budget"')[1]
     assert "budget-bar" in budget and "tools" in budget
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("new_conversation", [True, False], ids=["new", "existing"])
+def test_the_console_answers_before_the_turn_runs_and_send_waits_for_it(
+    client, eager_celery, monkeypatch, new_conversation
+):
+    """Eager Celery would run the turn inside the POST (3 s on the builtin model, a real model's whole answer):
+    the console answers first, the page it leads to streams the turn, and its Send stays disabled meanwhile."""
+    gate, ran = threading.Event(), []
+    monkeypatch.setattr("agents.runtime.run_turn", lambda turn_id: (gate.wait(10), ran.append(turn_id)))
+    operator = make_user("operator", role="operator")
+    client.force_login(operator)
+    if new_conversation:
+        response = client.post("/console/", {"message": "What is 15 + 27?", "model": "toolhub"})
+    else:
+        conversation = Conversation.objects.create(owner=operator)
+        response = client.post(f"/console/{conversation.pk}/", {"message": "What is 15 + 27?"})
+    turn = Turn.objects.get()
+    assert response.status_code == 302 and response.url == f"/console/{turn.conversation_id}/"
+    assert ran == [] and turn.status == Turn.Status.QUEUED  # answered while the turn waits at the gate
+    page = client.get(response.url).content.decode()
+    assert re.search(r'<button type="submit" id="chat-send" disabled>Send</button>', page)
+    gate.set()
+    turn_thread(turn.id).join(timeout=10)
+    assert ran == [turn.id]
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.DONE)
+    page = client.get(response.url).content.decode()
+    assert '<button type="submit" id="chat-send">Send</button>' in page
 
 
 def test_an_empty_chat_message_is_a_field_error(client):
@@ -294,3 +330,35 @@ def test_the_overview_shows_live_counters_and_charts(client):
     page = client.get("/").content.decode()
     assert 'ws-connect="/ws/overview/"' in page and 'id="overview-live"' in page
     assert "<svg" in page and "<polyline" in page and "900</span> schema tokens saved" in page
+
+
+def test_a_turn_card_shows_decision_called_tools_and_answer_first_and_the_denied_collapsed_by_reason(client):
+    owner = make_user("owner", role="operator")
+    conversation = Conversation.objects.create(owner=owner)
+    turns = [create_turn(conversation, "What is 15 + 27?") for _ in range(2)]
+    for turn in turns:
+        log("What is 15 + 27?", turn=turn, called=["calculate"], denied=[
+            {"name": "delete_rule", "reason": "outside the request's domains"},
+            {"name": "transfer_points", "reason": "policy is draft, not active"},
+            {"name": "update_rule", "reason": "outside the request's domains"},
+        ])  # fmt: skip
+        TurnEvent.objects.create(turn=turn, sequence=1, type="delta", payload={"content": "42"})
+        TurnEvent.objects.create(turn=turn, sequence=2, type="tool_result",
+                                 payload={"tool_name": "calculate", "content": "42"})  # fmt: skip
+    client.force_login(owner)
+    page = client.get(f"/console/{conversation.pk}/").content.decode()
+    card = page.split(f'id="turn-{turns[0].id}"')[1].split("</article>")[0]
+    order = [card.index(text) for text in ("<dt>Decision</dt>", "<dt>Called</dt>", 'class="answer"',
+                                           'class="budget"', 'class="timeline"')]  # fmt: skip
+    assert order == sorted(order)
+    assert "<code>calculate</code>" in card.split("<dt>Called</dt>")[1].split("</dd>")[0]
+    assert '<details class="denied">' in card  # collapsed: no `open`
+    summary = card.split('<details class="denied">')[1].split("</summary>")[0]
+    assert "Denied (3): 2 outside the request&#x27;s domains · 1 policy is draft, not active" in summary
+    denied = card.split('class="denied-list" tabindex="0"')[1].split("</ul>")[0]
+    assert "<code>delete_rule</code> <code>update_rule</code>" in denied.split("policy is draft")[0]
+    # Each turn's landmark has its own name; each scrollable region is reachable with the keyboard.
+    assert page.count('aria-label="Steward status of turn') == 2 and page.count('Steward status"') == 0
+    assert re.findall(r'<pre class="result"[^>]*>', card) == [
+        '<pre class="result" tabindex="0" aria-label="Result of step 2">'
+    ]

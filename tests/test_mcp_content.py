@@ -100,7 +100,7 @@ def test_the_console_shows_images_and_audio_and_resources_whole(content_turn, cl
     assert f'<img class="result-image" src="data:image/png;base64,{PNG}"' in page
     assert f'<audio controls src="data:audio/wav;base64,{WAV}"></audio>' in page
     assert "Resource link <strong>readme</strong> <code>gen://docs/readme</code>" in page
-    assert '<pre class="result">Note one.</pre>' in page
+    assert ">Note one.</pre>" in page
     assert f'href="data:application/octet-stream;base64,{PNG}" download' in page
 
 

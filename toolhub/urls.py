@@ -1,12 +1,26 @@
-"""Root URLs: auth (login, and OAuth for /mcp), the dashboard pages of each app, the admin."""
+"""Root URLs: the favicon, auth (login, and OAuth for /mcp), the dashboard pages of each app, the admin."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from toolhub.rate_limits import login_attempts
 
+
+class FaviconView(RedirectView):
+    """/favicon.ico, which browsers and tools ask for without reading the page: the icon base.html links.
+    Resolved per request (not at import), so a deployment's hashed static name is the one redirected to."""
+
+    permanent = False
+
+    def get_redirect_url(self, *args, **kwargs):
+        return static("favicon.svg")
+
+
 urlpatterns = [
+    path("favicon.ico", FaviconView.as_view(), name="favicon"),
     path("login/", login_attempts(auth_views.LoginView.as_view(redirect_authenticated_user=True)), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("agents.oauth_urls")),

@@ -14,6 +14,21 @@
   document.addEventListener("htmx:wsClose", function () { setLiveState("disconnected: reconnecting…", "closed"); });
   document.addEventListener("htmx:wsAfterMessage", function () { document.body.dataset.liveMessages = String(Number(document.body.dataset.liveMessages || 0) + 1); });
 
+  // A conversation's Send is disabled while one of its turns has not ended (the server renders the state the
+  // page starts with): the turn just sent (data-turn) until its card arrives, then the live statuses decide.
+  function syncSend() {
+    var send = document.getElementById("chat-send");
+    if (!send) return;
+    var sent = send.dataset.turn;
+    if (sent && !document.getElementById("turn-" + sent)) {
+      send.disabled = true;
+      return;
+    }
+    send.disabled = !!document.querySelector("#thread .turn-status.status-queued, #thread .turn-status.status-running, #thread .turn-status.status-waiting");
+  }
+  document.addEventListener("htmx:wsAfterMessage", syncSend);
+  document.addEventListener("htmx:afterSwap", syncSend);
+
   document.addEventListener("htmx:beforeSwap", function (evt) {
     if (evt.detail.xhr && (evt.detail.xhr.status === 409 || evt.detail.xhr.status === 400)) {
       evt.detail.shouldSwap = true;

@@ -1,5 +1,7 @@
 """The live console in a real browser: API turns appear and stream live, approvals, chat with routing status."""
 
+import re
+
 import openai
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
@@ -110,12 +112,106 @@ def test_an_operator_chats_from_the_console_and_sees_routing_with_denied_tools_l
     page.get_by_role("button", name="Send").click()
     second = page.locator(".turn").nth(1)
     second.locator(".steward .denied").wait_for()
-    denied = second.locator(".denied-list").inner_text()
+    denied = second.locator(".denied-list").text_content()  # collapsed: in the page, not shown
     assert "calculate" in denied and "Denied (" in second.locator(".denied summary").inner_text()
     assert "calculate" not in second.locator(".steward dt:text('Loaded') + dd").inner_text()
     assert page.evaluate("window.__notReloaded")
     second.locator(".turn-status.status-done").wait_for()
     screenshot(page, "console-conversation-1280")
+
+
+# Elements a keyboard cannot scroll: they overflow, scroll, and neither are nor contain anything focusable.
+UNREACHABLE_SCROLLERS = """() => [...document.querySelectorAll('body *')].filter((el) => {
+  const style = getComputedStyle(el);
+  const scrolls = /(auto|scroll)/.test(style.overflowY + style.overflowX);
+  const overflows = el.scrollHeight > el.clientHeight + 1 || el.scrollWidth > el.clientWidth + 1;
+  const focusable = el.tabIndex >= 0 || el.querySelector('a[href], button, input, select, textarea, [tabindex]');
+  return scrolls && overflows && el.getClientRects().length && !focusable;
+}).map((el) => el.outerHTML.slice(0, 80))"""
+# Landmarks (banner, navigation, main, regions with a name...) that share their role and name with another.
+DUPLICATED_LANDMARKS = """() => {
+  const seen = {};
+  document.querySelectorAll('body > header, nav, main, aside, section[aria-label], section[aria-labelledby], '
+                            + 'form[aria-label], [role=region], [role=navigation], [role=search]').forEach((el) => {
+    const key = el.tagName + '|' + (el.getAttribute('role') || '') + '|' + (el.getAttribute('aria-label') || '');
+    seen[key] = (seen[key] || 0) + 1;
+  });
+  return Object.keys(seen).filter((key) => seen[key] > 1);
+}"""
+
+
+def test_turn_cards_lead_with_the_decision_collapse_the_denied_and_every_scroller_and_landmark_is_keyboard_ready(
+    page, log_in, ask_in_console
+):
+    log_in(page, "operator")
+    ask_in_console(page, "What is 15 + 27?")
+    page.locator(".turn .status-done").wait_for()
+    page.get_by_label("Message").fill("What is 2 + 2?")
+    page.get_by_role("button", name="Send").click()
+    page.locator(".turn").nth(1).locator(".status-done").wait_for()
+    card = page.locator(".turn").first
+    denied = card.locator(".denied")
+    expect(denied).not_to_have_attribute("open", "")
+    expect(denied.locator(".denied-list")).to_be_hidden()
+    expect(denied.locator("summary")).to_contain_text(re.compile(r"Denied \(\d+\): \d+ "))
+    expect(card.locator("dt").first).to_have_text("Decision")
+    assert card.locator("dt").nth(1).inner_text() == "Called"
+    assert card.locator(".answer").bounding_box()["y"] < card.locator(".timeline").bounding_box()["y"]
+    # Opened from the keyboard, the denied list is the next stop of Tab, so its scrolling is reachable too.
+    denied.locator("summary").focus()
+    page.keyboard.press("Enter")
+    expect(denied.locator(".denied-list")).to_be_visible()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.classList.contains('denied-list')")
+    assert page.evaluate(UNREACHABLE_SCROLLERS) == []
+    assert page.evaluate(DUPLICATED_LANDMARKS) == []
+
+
+# Installed before the page's scripts: every change of the page records the turn statuses and whether Send is off.
+WATCH_THREAD = """
+  window.__states = [];
+  document.addEventListener('DOMContentLoaded', () => {
+    const record = () => {
+      const send = document.getElementById('chat-send');
+      const statuses = [...document.querySelectorAll('#thread .turn-status')].map((el) => el.textContent.trim());
+      window.__states.push({statuses: statuses.join(','), sendDisabled: send ? send.disabled : null});
+    };
+    record();
+    new MutationObserver(record).observe(document.body, {subtree: true, childList: true, characterData: true,
+                                                         attributes: true, attributeFilter: ['disabled']});
+  });
+"""
+
+
+def test_a_new_conversation_opens_at_once_streams_its_turn_and_send_waits_for_each_turn(page, log_in):
+    log_in(page, "operator")
+    page.add_init_script(WATCH_THREAD)
+    page.goto("/console/")
+    page.get_by_label("Start a conversation").fill("What is 15 + 27?")
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_url("**/console/*/")
+    send = page.get_by_role("button", name="Send")
+    turn = page.locator(".turn").first
+    expect(turn.locator(".turn-status")).to_have_text("done")
+    expect(turn.locator(".content")).to_contain_text("42")
+    expect(send).to_be_enabled()
+    states = page.evaluate("window.__states")
+    # The page showed the turn before it ended, filled live, with Send off the whole time it ran.
+    running = [state for state in states if state["statuses"] and state["statuses"] != "done"]
+    assert running, states
+    assert all(state["sendDisabled"] for state in running), states
+    assert states[-1] == {"statuses": "done", "sendDisabled": False}
+
+    # A second turn from the same page: Send goes off as it is sent and comes back when the turn ends.
+    page.evaluate("window.__states = []")
+    page.get_by_label("Message").fill("What is 2 + 2?")
+    send.click()
+    second = page.locator(".turn").nth(1)
+    expect(second.locator(".turn-status")).to_have_text("done")
+    expect(send).to_be_enabled()
+    states = page.evaluate("window.__states")
+    assert any(state["sendDisabled"] for state in states), states
+    assert all(state["sendDisabled"] for state in states if state["statuses"] not in ("done", "done,done")), states
 
 
 PAGES = {"overview": "/", "console-list": "/console/", "routing": "/routing/", "workflows": "/workflows/"}

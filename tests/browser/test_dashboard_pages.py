@@ -100,7 +100,7 @@ def test_viewer_sees_no_edit_controls_and_direct_posts_get_403(page, log_in, bro
     for url, form in writes.items():
         response = page.request.post(url, form=form, headers={"X-CSRFToken": token, "HX-Request": "true"})
         assert response.status == 403, url
-        assert "CSRF" not in response.text(), url  # refused for the permission, not for the token
+        assert "<title>Not allowed · toolhub</title>" in response.text(), url  # for the permission, not the token
     snippet.refresh_from_db()
     assert snippet.reviewed_by is None and KnowledgeSnippet.objects.filter(key=snippet.key).count() == 1
     assert ToolPolicy.objects.get(tool__name=TOOL).version == 1
@@ -117,6 +117,21 @@ def test_an_operator_posting_the_same_way_is_accepted(page, log_in):
     assert response.status == 200
     snippet.refresh_from_db()
     assert snippet.reviewed_by.username == "operator"
+
+
+def test_refused_and_missing_pages_are_toolhubs_own_and_the_favicon_loads(page, log_in):
+    log_in(page, "viewer")
+    refused = page.goto(f"/policies/{TOOL}/rollback/1/")
+    assert refused.status == 403
+    expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
+    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
+    missing = page.goto("/no-such-page/")
+    assert missing.status == 404
+    expect(page.get_by_role("heading", name="Page not found")).to_be_visible()
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    assert page.request.get(icon).status == 200
+    favicon = page.request.get("/favicon.ico")  # followed to the icon
+    assert (favicon.status, favicon.headers["content-type"]) == (200, "image/svg+xml")
 
 
 @pytest.mark.parametrize("viewport", [WIDE, NARROW], ids=["1280", "390"])
