@@ -65,6 +65,7 @@ def needs(role: str, ok: int, *, refused: int = 403, anonymous: int = 302) -> di
 # route (as the resolver spells it) -> (the URL to request, {"GET": statuses, "POST": statuses}).
 # {names} in a URL are filled from the fixture's objects.
 RULES = {
+    "favicon.ico": ("/favicon.ico", {"GET": everyone(302), "POST": everyone(405)}),  # to the static icon
     "login/": ("/login/", {"GET": signed_in(302, anonymous=200), "POST": signed_in(302, anonymous=200)}),
     "logout/": ("/logout/", {"GET": everyone(405), "POST": everyone(302)}),
     "": ("/", {"GET": signed_in(200), "POST": signed_in(200)}),

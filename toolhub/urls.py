@@ -14,6 +14,7 @@ class FaviconView(RedirectView):
     Resolved per request (not at import), so a deployment's hashed static name is the one redirected to."""
 
     permanent = False
+    http_method_names = ["get", "head", "options"]
 
     def get_redirect_url(self, *args, **kwargs):
         return static("favicon.svg")
