@@ -93,7 +93,7 @@ def arguments_text(arguments) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-ENDED = (Turn.Status.DONE, Turn.Status.FAILED)
+ENDED = Turn.ENDED
 
 
 def status_after(event: dict) -> str | None:
@@ -273,14 +273,18 @@ def thread(conversation: Conversation) -> list[dict]:
 def render_thread(conversation: Conversation, *, can_decide: bool) -> tuple[str, dict[int, int]]:
     """The whole thread as one fragment (replaces #thread), and the last sequence shown per turn."""
     turns = thread(conversation)
-    html = render_to_string(f"{CONVERSATION_TEMPLATE}#thread", {"turns": turns, "can_decide": can_decide})
+    html = render_to_string(
+        f"{CONVERSATION_TEMPLATE}#thread", {"turns": turns, "can_decide": can_decide, "ended": ENDED}
+    )
     return html, {turn["id"]: turn["last"] for turn in turns}
 
 
 def render_new_turn(turn_id: int, *, can_decide: bool) -> tuple[str, int]:
     """A turn that started after the page was built, with its events so far, appended to the thread."""
     (turn,) = turn_views([Turn.objects.get(pk=turn_id)])
-    html = render_to_string(f"{CONVERSATION_TEMPLATE}#new-turn", {"turn": turn, "can_decide": can_decide})
+    html = render_to_string(
+        f"{CONVERSATION_TEMPLATE}#new-turn", {"turn": turn, "can_decide": can_decide, "ended": ENDED}
+    )
     return html, turn["last"]
 
 
@@ -309,6 +313,7 @@ def render_event(event: dict, *, can_decide: bool, routing: RoutingLog | None = 
         "routing": routing,
         "decided": payload if event.get("phase") == "approval_decided" else None,
         "can_decide": can_decide,
+        "ended": ENDED,
         "sequence": event["sequence"],
         "created_at": event.get("created_at", ""),
     }

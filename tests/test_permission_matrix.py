@@ -65,6 +65,7 @@ def needs(role: str, ok: int, *, refused: int = 403, anonymous: int = 302) -> di
 # route (as the resolver spells it) -> (the URL to request, {"GET": statuses, "POST": statuses}).
 # {names} in a URL are filled from the fixture's objects.
 RULES = {
+    "favicon.ico": ("/favicon.ico", {"GET": everyone(302), "POST": everyone(302)}),
     "login/": ("/login/", {"GET": signed_in(302, anonymous=200), "POST": signed_in(302, anonymous=200)}),
     "logout/": ("/logout/", {"GET": everyone(405), "POST": everyone(302)}),
     "": ("/", {"GET": signed_in(200), "POST": signed_in(200)}),
@@ -138,6 +139,10 @@ RULES = {
     ),
     "approvals/<int:approval_id>/decide": (
         "/approvals/{approval}/decide",
+        {"GET": everyone(405), "POST": needs("operator", 302)},
+    ),
+    "console/turns/<int:turn_id>/cancel": (
+        "/console/turns/{turn}/cancel",
         {"GET": everyone(405), "POST": needs("operator", 302)},
     ),
     # the API: a key of the principal (anonymous: no key)
@@ -250,7 +255,7 @@ def make_objects() -> dict:
     approval = ToolApproval.objects.create(turn=turn, tool_call_id="c1", tool_name="get_weather", risk="medium",
                                            status=ToolApproval.Status.APPROVED, expires_at=timezone.now())  # fmt: skip
     return {"example": example.pk, "conversation": conversation.pk, "log": log.pk, "workflow": workflow.pk,
-            "approval": approval.pk}  # fmt: skip
+            "approval": approval.pk, "turn": turn.pk}  # fmt: skip
 
 
 def request(client, user, method: str, route: str, url: str):
