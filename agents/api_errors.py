@@ -45,6 +45,7 @@ FAILURES = {
                                 "The worker running the turn stopped after the answer had begun; send it again."),
     FailureReason.CONTEXT_LENGTH_EXCEEDED: (400, "invalid_request_error", "context_length_exceeded",
                                             "The conversation outgrew the model's context window during the turn."),
+    FailureReason.CANCELLED: (409, "api_error", "turn_cancelled", "An operator cancelled the turn before it finished."),
     FailureReason.INTERNAL: (500, "server_error", "internal_error", "The turn failed inside toolhub."),
 }  # fmt: skip
 

@@ -16,6 +16,7 @@ from catalog.mcp_content import summary
 
 from .events import stored_events
 from .models import Conversation, Message, RoutingLog, ToolApproval, Turn, TurnEvent
+from .timeline import turn_timeline
 
 EventType = TurnEvent.Type
 LIST_LIMIT = 50
@@ -93,7 +94,7 @@ def arguments_text(arguments) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-ENDED = (Turn.Status.DONE, Turn.Status.FAILED)
+ENDED = Turn.ENDED
 
 
 def status_after(event: dict) -> str | None:
@@ -227,6 +228,7 @@ def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: Routin
         "user_text": user_text,
         "routing": routing,
         "budget": budget_bar(budget),
+        "timeline": turn_timeline(events),
         "items": items,
         "content": "".join(content),
         "last": events[-1]["sequence"] if events else 0,
@@ -273,14 +275,18 @@ def thread(conversation: Conversation) -> list[dict]:
 def render_thread(conversation: Conversation, *, can_decide: bool) -> tuple[str, dict[int, int]]:
     """The whole thread as one fragment (replaces #thread), and the last sequence shown per turn."""
     turns = thread(conversation)
-    html = render_to_string(f"{CONVERSATION_TEMPLATE}#thread", {"turns": turns, "can_decide": can_decide})
+    html = render_to_string(
+        f"{CONVERSATION_TEMPLATE}#thread", {"turns": turns, "can_decide": can_decide, "ended": ENDED}
+    )
     return html, {turn["id"]: turn["last"] for turn in turns}
 
 
 def render_new_turn(turn_id: int, *, can_decide: bool) -> tuple[str, int]:
     """A turn that started after the page was built, with its events so far, appended to the thread."""
     (turn,) = turn_views([Turn.objects.get(pk=turn_id)])
-    html = render_to_string(f"{CONVERSATION_TEMPLATE}#new-turn", {"turn": turn, "can_decide": can_decide})
+    html = render_to_string(
+        f"{CONVERSATION_TEMPLATE}#new-turn", {"turn": turn, "can_decide": can_decide, "ended": ENDED}
+    )
     return html, turn["last"]
 
 
@@ -293,12 +299,24 @@ def needs_routing_log(event: dict) -> bool:
     return event["type"] == EventType.DONE or (event["type"] == EventType.ROUTING and event.get("phase") == "routing")
 
 
+def timeline_of(turn_id: int) -> dict | None:
+    """The turn's timeline from all its stored events (a live event redraws it whole)."""
+    return turn_timeline(stored_events(turn_id))
+
+
 def routing_log(turn_id: int) -> RoutingLog | None:
     return RoutingLog.objects.filter(turn_id=turn_id).first()
 
 
-def render_event(event: dict, *, can_decide: bool, routing: RoutingLog | None = None) -> str:
-    """The out-of-band fragments of one live event; pure rendering (the caller fetches the routing log)."""
+def needs_timeline(event: dict) -> bool:
+    """Every event but a streamed piece redraws the turn's timeline (the pieces show at the next one)."""
+    return event["type"] != EventType.DELTA
+
+
+def render_event(event: dict, *, can_decide: bool, routing: RoutingLog | None = None,
+                 timeline: dict | None = None) -> str:  # fmt: skip
+    """The out-of-band fragments of one live event; pure rendering (the caller fetches the routing log and the
+    timeline)."""
     payload = event.get("payload", {})
     context = {
         "turn_id": event["turn"],
@@ -307,8 +325,10 @@ def render_event(event: dict, *, can_decide: bool, routing: RoutingLog | None = 
         "content": payload.get("content", "") if event["type"] == EventType.DELTA else "",
         "budget": budget_bar(payload) if event.get("phase") == BUDGET_PHASE else None,
         "routing": routing,
+        "timeline": timeline,
         "decided": payload if event.get("phase") == "approval_decided" else None,
         "can_decide": can_decide,
+        "ended": ENDED,
         "sequence": event["sequence"],
         "created_at": event.get("created_at", ""),
     }

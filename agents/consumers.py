@@ -35,10 +35,12 @@ _fragments: OrderedDict[tuple, asyncio.Task] = OrderedDict()
 
 
 async def _render(event: dict, can_decide: bool) -> str:
-    routing = None
+    routing = timeline = None
     if console.needs_routing_log(event):
         routing = await database_sync_to_async(console.routing_log)(event["turn"])
-    return console.render_event(event, can_decide=can_decide, routing=routing)
+    if console.needs_timeline(event):
+        timeline = await database_sync_to_async(console.timeline_of)(event["turn"])
+    return console.render_event(event, can_decide=can_decide, routing=routing, timeline=timeline)
 
 
 async def event_fragment(event: dict, *, can_decide: bool) -> str:

@@ -35,6 +35,7 @@ class FailureReason:
     CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the newest turn outgrew the model's budget mid-turn
     TURN_TIMEOUT = "turn_timeout"  # the turn did not finish within TOOLHUB_TURN_TIME_LIMIT
     WORKER_LOST = "worker_lost"  # its worker died after the answer had begun (agents/watchdog.py)
+    CANCELLED = "cancelled"  # an operator cancelled it (agents/cancellation.py)
     INTERNAL = "internal"
 
 

@@ -185,6 +185,9 @@ class Turn(models.Model):
         WAITING = "waiting"  # paused on an approval; resumes from a new task when decided
         DONE = "done"
         FAILED = "failed"
+        CANCELLED = "cancelled"  # stopped by an operator (agents.cancellation)
+
+    ENDED = (Status.DONE, Status.FAILED, Status.CANCELLED)  # nothing runs it again
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)

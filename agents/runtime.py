@@ -78,7 +78,7 @@ def claim(turn_id: int) -> tuple[Turn, bool, list] | None:
     """
     with transaction.atomic():
         turn = Turn.objects.select_for_update().select_related("conversation").get(pk=turn_id)
-        if turn.status in (Turn.Status.DONE, Turn.Status.FAILED):
+        if turn.status in Turn.ENDED:
             return None
         ran = turn.status == Turn.Status.RUNNING
         if ran and not watchdog.take_over_locked(turn):
@@ -116,7 +116,7 @@ def run_turn(turn_id: int) -> None:
         with watchdog.lease_held(turn.id, turn.attempt):
             TurnRun(turn, shown=shown).run(resuming=resuming)
     except TurnTakenOver:
-        log.warning("turn %s was taken over while attempt %s ran; this run stops", turn_id, turn.attempt)
+        log.warning("turn %s was taken over or cancelled while attempt %s ran; this run stops", turn_id, turn.attempt)
     except Exception as exc:  # the turn fails visibly, never silently
         log.exception("turn %s failed", turn_id)
         watchdog.fail_turn(turn.id, failure_reason(exc), f"The turn failed: {exc}", detail=str(exc),
@@ -534,9 +534,14 @@ class TurnRun:
             return CallOutcome(content=json.dumps({"error": f"{exc} Ask the user to retry."}), is_error=True)
 
     def save_message(self, role: str, content: str, **fields) -> Message:
+        """Stored only while this run holds the turn (as its events are): a cancelled turn's run adds no message
+        after agents.cancellation removed its answer, so the conversation's transcript stays valid."""
         data = {"role": role, "content": content or "", **fields}
         tokens = memory.message_tokens({**data, "content": content})
-        return Message.objects.create(conversation=self.conversation, turn=self.turn, tokens=tokens, **data)
+        with transaction.atomic():
+            if not self.held().select_for_update().exists():
+                raise TurnTakenOver(f"turn {self.turn.id} is no longer run by attempt {self.turn.attempt}")
+            return Message.objects.create(conversation=self.conversation, turn=self.turn, tokens=tokens, **data)
 
 
 def _arguments(call) -> dict | str:

@@ -20,5 +20,6 @@ urlpatterns = [
     path("v1/models/<str:model_id>", api.model, name="api-model"),
     path("v1/approvals/<int:approval_id>", csrf_exempt(api.approval), name="api-approval"),
     path("approvals/<int:approval_id>/decide", views.decide, name="approval-decide"),
+    path("console/turns/<int:turn_id>/cancel", views.cancel_turn, name="turn-cancel"),
     path("policies/<tool:name>/simulate", views.policy_simulation, name="policy-simulate"),
 ]

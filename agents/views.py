@@ -22,7 +22,7 @@ from catalog.models import Tool
 from catalog.policies import Replay, simulate_policy, snapshot_changes
 from catalog.selectors import catalog_schema_tokens, stale_snippets, tools_needing_policy
 
-from . import console
+from . import cancellation, console
 from . import overview as live_overview
 from .access import START_TURN, allows
 from .approvals import PERMISSION as DECIDE_PERMISSION
@@ -105,8 +105,25 @@ def console_conversation(request, conversation_id: int):
         "form": form,
         "may_start": may_start,
         "running": console.has_running_turn(conversation),
+        "ended": console.ENDED,
     }
     return render(request, "agents/conversation.html", context)
+
+
+@require_POST
+@login_required
+def cancel_turn(request, turn_id: int):
+    """An operator cancels an unfinished turn (agents.cancellation); 409 when it had already ended. The console
+    shows the end from the turn's events; htmx gets an empty answer, a plain form the conversation again."""
+    if not request.user.has_perm(cancellation.PERMISSION):
+        raise PermissionDenied("You may not cancel turns.")
+    turn = get_object_or_404(Turn, pk=turn_id)
+    if not cancellation.cancel_turn(turn_id=turn.pk, user=request.user):
+        return HttpResponse(f"Turn {turn.pk} had already ended ({turn.status}).", status=409)
+    if request.htmx:
+        return HttpResponse(status=204)
+    messages.success(request, f"Turn {turn.pk} cancelled.")
+    return redirect("console-conversation", conversation_id=turn.conversation_id)
 
 
 @require_POST

@@ -94,7 +94,7 @@ def lease_held(turn_id: int, attempt: int):
 def fail_turn(turn_id: int, reason: str, message: str, *, detail: str = "", attempt: int | None = None) -> bool:
     """Mark the unfinished turn failed and store its error and done events, in one transaction; False when it
     had already ended (or, with `attempt`, when another run holds it)."""
-    unfinished = Q(status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING])
+    unfinished = ~Q(status__in=Turn.ENDED)
     owned = Q(attempt=attempt) if attempt is not None else Q()
     with transaction.atomic():
         updated = Turn.objects.filter(unfinished & owned, pk=turn_id).update(

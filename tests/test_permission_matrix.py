@@ -141,6 +141,10 @@ RULES = {
         "/approvals/{approval}/decide",
         {"GET": everyone(405), "POST": needs("operator", 302)},
     ),
+    "console/turns/<int:turn_id>/cancel": (
+        "/console/turns/{turn}/cancel",
+        {"GET": everyone(405), "POST": needs("operator", 302)},
+    ),
     # the API: a key of the principal (anonymous: no key)
     "v1/chat/completions": (
         "/v1/chat/completions",
@@ -251,7 +255,7 @@ def make_objects() -> dict:
     approval = ToolApproval.objects.create(turn=turn, tool_call_id="c1", tool_name="get_weather", risk="medium",
                                            status=ToolApproval.Status.APPROVED, expires_at=timezone.now())  # fmt: skip
     return {"example": example.pk, "conversation": conversation.pk, "log": log.pk, "workflow": workflow.pk,
-            "approval": approval.pk}  # fmt: skip
+            "approval": approval.pk, "turn": turn.pk}  # fmt: skip
 
 
 def request(client, user, method: str, route: str, url: str):

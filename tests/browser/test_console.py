@@ -320,3 +320,38 @@ def test_a_builtin_model_turn_reaches_the_approval_of_a_loyalty_transfer_which_t
     turn.refresh_from_db()
     assert turn.status == Turn.Status.DONE
     assert turn.approvals.get().decided_by.username == "operator"
+
+
+def test_an_operator_cancels_a_turn_waiting_for_an_approval_and_it_ends_cancelled_live(page, log_in, ask_in_console):
+    log_in(page, "operator")
+    ask_in_console(page, "Transfer 100 points from mem_lan00001 to mem_minh0001 as a family gift")
+    turn = Turn.objects.get()
+    expect(page.locator(f"#turn-{turn.id}-status")).to_have_text("waiting")
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()
+    page.evaluate("window.__notReloaded = true")
+    page.get_by_role("button", name=f"Cancel turn {turn.id}").click()
+    expect(page.locator(f"#turn-{turn.id}-status")).to_have_text("cancelled")
+    expect(page.locator(f"#turn-{turn.id}-events")).to_contain_text("⏹ Cancelled by operator")
+    expect(page.get_by_role("button", name=f"Cancel turn {turn.id}")).to_have_count(0)
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    assert page.evaluate("window.__notReloaded")  # all of it arrived live
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.CANCELLED
+    assert not page.locator(f"#turn-{turn.id}-events .event-tool_result").count()  # the transfer never ran
+
+
+def test_the_timeline_fills_live_and_a_reload_shows_the_same_waterfall(page, log_in, ask_in_console, screenshot):
+    log_in(page, "operator")
+    ask_in_console(page, "What is 15 + 27?")
+    turn = Turn.objects.get()
+    timeline = page.locator(f"#turn-{turn.id}-timeline")
+    expect(page.locator(f"#turn-{turn.id}-status")).to_have_text("done")
+    expect(timeline.locator("tbody th").last).to_have_text("Record")
+    live = timeline.locator("tbody").inner_text()
+    for step in ("Steward", "Bundle", "Model call 1", "Tool calculate", "Record"):
+        assert step in live, live
+    expect(timeline.locator("rect.bar-tool")).to_have_count(1)
+    screenshot(page, "console-timeline-1280")
+    page.reload()
+    page.wait_for_selector("body[data-live=open]")
+    assert page.locator(f"#turn-{turn.id}-timeline tbody").inner_text() == live
