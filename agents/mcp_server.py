@@ -340,7 +340,8 @@ def _allowed_host(headers: dict[bytes, bytes]) -> bool:
 
 
 class McpEndpoint:
-    """ASGI app for /mcp: checks the host and the API key, then hands the request to the SDK's session manager.
+    """ASGI app for /mcp: checks the host, the credential, its rate limits and rights and the body (agents.mcp_input),
+    then hands the request to the SDK's session manager; 503 with Retry-After when the pool has no connection in time.
 
     Daphne sends no lifespan events, so the session manager is started on the first request, in a task that
     lives as long as the process.

@@ -1,5 +1,6 @@
 """A live Daphne whose pool holds at most 2 PostgreSQL connections: open streams hold none, a request that gets none
-in time is a 503 with Retry-After, and PostgreSQL never sees more than 2 connections of that process.
+in time is a 503 with Retry-After (on /v1 and on /mcp), and PostgreSQL never sees more than 2 connections of that
+process.
 
 Daphne's connections carry an application_name of this test's own, counted in pg_stat_activity on this test's
 database. No Celery worker runs: the turns stay queued (on a queue of this test's own, emptied after), so the
@@ -109,6 +110,21 @@ def get(base: str, key: str, path: str) -> tuple[int, dict, dict]:
         client.close()
 
 
+def initialize_mcp(base: str, key: str) -> tuple[int, dict, bytes]:
+    """POST an MCP initialize to /mcp; its status, headers and body."""
+    url = urlsplit(base)
+    client = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pool-test", "version": "1"}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+    try:
+        client.request("POST", "/mcp", body, {"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+                                              "Accept": "application/json, text/event-stream"})  # fmt: skip
+        response = client.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        client.close()
+
+
 def wait_until(condition, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -140,6 +156,7 @@ def test_streams_hold_no_connection_and_a_request_without_one_in_time_is_503_wit
                 with ThreadPoolExecutor(5) as pool:
                     pending = [pool.submit(get, base, key, "/v1/models") for _ in range(5)]
                     wait_until(lambda: sum(f.done() for f in pending) >= 3, 30, "three answers while locked")
+                    mcp_busy = initialize_mcp(base, key)  # both connections still wait on the lock
                     locker.rollback()  # the lock goes: the two waiting requests go on
                     answers = [f.result() for f in pending]
             unlocked = time.monotonic()
@@ -148,6 +165,11 @@ def test_streams_hold_no_connection_and_a_request_without_one_in_time_is_503_wit
             for headers, body in busy:
                 assert headers["Retry-After"] == "2"
                 assert body["error"]["code"] == "service_unavailable"
+
+            status, headers, body = mcp_busy
+            assert status == 503 and headers["retry-after"] == "2", (status, body)
+            assert json.loads(body)["error"]["code"] == -32050  # agents.mcp_server.SERVER_BUSY
+            assert initialize_mcp(base, key)[0] == 200
 
             # The streams lived through it (their reads found no connection for a while and tried again).
             wait_until(lambda: all(s.kept_alive_after(unlocked) for s in streams), 30, "keep-alives after the lock")
