@@ -2,6 +2,7 @@
 
 import http.cookiejar
 import re
+import time
 import urllib.parse
 import urllib.request
 
@@ -26,6 +27,39 @@ def embedded_server(tmp_path_factory):
 def test_setup_prints_a_login_and_loads_the_demo_catalog(embedded_server):
     assert "Log in at http://127.0.0.1:8000/login/" in embedded_server["setup"]
     assert re.search(r"Demo catalog: (\d+) tools", embedded_server["setup"])
+
+
+def logged_in(embedded_server):
+    base = embedded_server["base"]
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    login_page = browser.open(f"{base}/login/").read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login_page)[1]
+    form = {"username": embedded_server["username"], "password": embedded_server["password"],
+            "csrfmiddlewaretoken": token}  # fmt: skip
+    browser.open(urllib.request.Request(f"{base}/login/", data=urllib.parse.urlencode(form).encode(),
+                                        headers={"Referer": f"{base}/login/"}))  # fmt: skip
+    return browser
+
+
+def test_a_console_conversation_in_the_embedded_default_runs_its_turn_in_the_background(embedded_server):
+    """Eager Celery here: the console's POST answers with the conversation, and the turn still runs to its end
+    (in a thread of the Daphne process, agents.turns.start_in_background)."""
+    base = embedded_server["base"]
+    browser = logged_in(embedded_server)
+    console = browser.open(f"{base}/console/").read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', console)[1]
+    form = {"message": "What is 15 + 27?", "model": "toolhub", "csrfmiddlewaretoken": token}
+    started = time.monotonic()
+    landed = browser.open(urllib.request.Request(f"{base}/console/", data=urllib.parse.urlencode(form).encode(),
+                                                 headers={"Referer": f"{base}/console/"}))  # fmt: skip
+    print(f"console POST to the conversation page: {1000 * (time.monotonic() - started):.0f} ms")
+    assert re.fullmatch(rf"{base}/console/\d+/", landed.url), landed.url
+    for _ in range(120):
+        page = browser.open(landed.url).read().decode()
+        if "status-done" in page:
+            break
+        time.sleep(0.5)
+    assert "status-done" in page and "15 + 27 = 42" in page
 
 
 def test_login_page_then_catalog_after_login(embedded_server):
