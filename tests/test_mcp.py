@@ -444,8 +444,9 @@ def test_notifications_nobody_asked_for_are_logged_once_each_and_change_nothing(
         def warnings():
             return sorted(r.getMessage() for r in caplog.records if r.name == "catalog.mcp_client")
 
-        # The client's loop handles a notification in a task of its own: on a loaded host one can come after the
-        # answer it preceded, so the test waits for the four kinds (and then checks there is nothing more).
+        # Notifications are handled on the client's loop, not in step with the answers the caller gets back
+        # (on a loaded host the four were once not all logged yet when the calls returned): wait for them, then
+        # check there is nothing more.
         _wait_until(lambda: len(warnings()) >= 4)
     assert warnings() == [
         f"MCP server 'chatty' sent {method}, which toolhub did not ask for{hint}; ignored (further ones are only "
