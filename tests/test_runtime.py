@@ -6,6 +6,7 @@ import pytest
 
 from agents import runtime
 from agents.events import TOOL_EXECUTION_PHASE
+from agents.memory import validate_transcript
 from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
 from agents.tools import web
 from agents.turns import create_turn
@@ -219,6 +220,27 @@ def test_model_server_failure_fails_the_turn_visibly(conversation, scripted_mode
     assert turn.status == Turn.Status.FAILED
     assert events(turn, TurnEvent.Type.ERROR)[0].payload["message"].startswith("The turn failed:")
     assert events(turn)[-1].type == TurnEvent.Type.DONE
+
+
+def test_a_turn_failed_mid_tool_call_leaves_a_conversation_whose_next_turn_runs(conversation, scripted_model):
+    """The worker died while a tool ran (the watchdog fails the turn): its call gets a result saying so, so the
+    next turn's transcript is valid and its model knows the call may have run."""
+    from agents import watchdog
+    from agents.events import FailureReason
+
+    turn = create_turn(conversation, "transfer 100 points from M-1 to M-2")
+    call = {"id": "call_1", "type": "function", "function": {"name": "transfer_points", "arguments": "{}"}}
+    Message.objects.create(conversation=conversation, turn=turn, role=Message.Role.ASSISTANT, tool_calls=[call])
+    assert watchdog.fail_turn(turn.pk, FailureReason.WORKER_LOST, watchdog.FAILURES[FailureReason.WORKER_LOST])
+
+    (answered,) = tool_messages(turn)
+    assert "may or may not have taken effect" in answered and "worker" in answered
+    assert Message.objects.get(turn=turn, role=Message.Role.TOOL).tool_call_id == "call_1"
+    scripted_model.steps = [{"content": "Let me check whether it went through."}]
+    assert run(conversation, "did it work?").status == Turn.Status.DONE
+    sent = scripted_model.requests[-1]["messages"]  # an OpenAI server refuses a tool call left unanswered
+    validate_transcript(sent)
+    assert any(m["role"] == "tool" and m["tool_call_id"] == "call_1" for m in sent)
 
 
 def test_a_search_with_no_hits_returns_empty_and_a_status_event(conversation, scripted_model):
