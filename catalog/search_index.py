@@ -27,6 +27,7 @@ one quarter as examples, the other as queries): recall@5 0.585 -> 0.819, Berkele
 but cost Berkeley 0.01-0.08, whose nearest past queries mostly name a sibling tool.
 """
 
+import logging
 import re
 import time
 from collections.abc import Callable, Collection, Iterable
@@ -36,6 +37,10 @@ from dataclasses import dataclass
 import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
+
+# bm25s sets its own logger to DEBUG when imported, over the LOGGING setting's WARNING: every index build
+# printed "DEBUG bm25s Building index from tokens" (make run's output among others).
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 MODE_HYBRID = "hybrid"
 MODE_BM25 = "bm25"
