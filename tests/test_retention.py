@@ -1,0 +1,172 @@
+"""Retention: what goes, what stays, what the summaries keep, and that reruns change nothing."""
+
+import datetime
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+from django.utils import timezone
+
+from agents.metrics import tokens_saved_total, turns_total
+from agents.models import Conversation, Message, RetentionDay, RetentionRun, RoutingLog, Turn, TurnEvent, Workflow
+from agents.retention import apply_retention
+from tests.builders import make_user
+
+pytestmark = pytest.mark.django_db
+
+NOW = timezone.now()
+OLD = NOW - datetime.timedelta(days=40)
+
+
+def make_turn(conversation, *, status=Turn.Status.DONE, when=OLD, events=3, turn_ms=120, steward_ms=30, saved=100):
+    """A turn created and (if finished) finished at `when`, with a user and an assistant message, `events` events
+    and a routing log."""
+    finished = status in Turn.FINISHED
+    turn = Turn.objects.create(conversation=conversation, status=status, finished_at=when if finished else None)
+    Turn.objects.filter(pk=turn.pk).update(created_at=when)
+    Message.objects.bulk_create(
+        [Message(conversation=conversation, turn=turn, role=role, content="x") for role in ("user", "assistant")]
+    )
+    TurnEvent.objects.bulk_create([TurnEvent(turn=turn, sequence=i, type=TurnEvent.Type.DELTA) for i in range(events)])
+    log = RoutingLog.objects.create(turn=turn, query="q", decision={}, steward_ms=steward_ms, turn_ms=turn_ms,
+                                    catalog_schema_tokens=saved, fallback=status == Turn.Status.FAILED)  # fmt: skip
+    RoutingLog.objects.filter(pk=log.pk).update(created_at=when)
+    return turn
+
+
+@pytest.fixture
+def conversation():
+    return Conversation.objects.create(owner=make_user())
+
+
+def test_old_finished_turns_go_with_their_events_messages_and_routing_logs(conversation):
+    old = [make_turn(conversation), make_turn(conversation, status=Turn.Status.FAILED)]
+    recent = make_turn(conversation, when=NOW - datetime.timedelta(days=2))
+
+    result = apply_retention(days=30)
+
+    assert (result.turns, result.events, result.messages, result.routing_logs) == (2, 6, 4, 2)
+    assert not Turn.objects.filter(pk__in=[turn.pk for turn in old]).exists()
+    assert list(Turn.objects.values_list("pk", flat=True)) == [recent.pk]
+    assert TurnEvent.objects.filter(turn=recent).count() == 3
+    assert Message.objects.count() == 2 and RoutingLog.objects.count() == 1
+
+
+def test_a_running_waiting_or_queued_turn_is_never_touched_however_old(conversation):
+    kept = [make_turn(conversation, status=status) for status in (Turn.Status.RUNNING, Turn.Status.WAITING,
+                                                                  Turn.Status.QUEUED)]  # fmt: skip
+    apply_retention(days=30)
+    assert set(Turn.objects.values_list("pk", flat=True)) == {turn.pk for turn in kept}
+    assert TurnEvent.objects.count() == 9 and Message.objects.count() == 6 and RoutingLog.objects.count() == 3
+    assert not RetentionDay.objects.exists()
+
+
+def test_an_open_workflows_conversation_keeps_every_row(conversation):
+    make_turn(conversation)
+    Workflow.objects.create(conversation=conversation, owner=conversation.owner, kind="k", phase="p",
+                            expires_at=NOW + datetime.timedelta(hours=1))  # fmt: skip
+    assert apply_retention(days=30).turns == 0
+    assert Turn.objects.count() == 1 and TurnEvent.objects.count() == 3
+
+
+def test_the_day_summary_keeps_counts_latencies_and_the_overview_totals(conversation):
+    for turn_ms in (80, 120, 400, 900):
+        make_turn(conversation, turn_ms=turn_ms, saved=50)
+    make_turn(conversation, status=Turn.Status.FAILED, turn_ms=7000, saved=50)
+    totals_before = (turns_total(), tokens_saved_total())
+
+    apply_retention(days=30, batch_size=2)
+
+    summary = RetentionDay.objects.get()
+    assert summary.day == OLD.date()
+    assert (summary.turns_done, summary.turns_failed, summary.events, summary.messages) == (4, 1, 15, 10)
+    assert (summary.routing_logs, summary.fallbacks, summary.tokens_saved) == (5, 1, 250)
+    # Buckets ..100, ..250, ..500, ..1000, ..10000: the median turn is in ..500, the p95 in ..10000.
+    assert (summary.p50_turn_ms, summary.p95_turn_ms) == (500, 10000)
+    assert (summary.p50_steward_ms, summary.p95_steward_ms) == (50, 50)
+    assert (turns_total(), tokens_saved_total()) == totals_before == (5, 250)
+
+
+def test_batches_each_add_to_the_summary_and_the_run_is_recorded(conversation):
+    for _ in range(5):
+        make_turn(conversation)
+    result = apply_retention(days=30, batch_size=2)
+    assert result.batches == 3 and result.turns == 5
+    assert RetentionDay.objects.get().turns_done == 5
+    run = RetentionRun.objects.get()
+    removed = (run.turns, run.events, run.messages, run.routing_logs)
+    assert (run.retention_days, run.batches, removed) == (30, 3, (5, 15, 10, 5))
+
+
+def test_a_second_run_removes_nothing_and_counts_nothing_twice(conversation):
+    make_turn(conversation)
+    apply_retention(days=30)
+    again = apply_retention(days=30)
+    assert (again.turns, again.events, again.messages, again.routing_logs) == (0, 0, 0, 0)
+    assert RetentionDay.objects.get().turns_done == 1
+    assert RetentionRun.objects.count() == 2
+
+
+def test_a_later_run_adds_to_a_day_already_summarised(conversation):
+    make_turn(conversation, turn_ms=100)
+    apply_retention(days=30)
+    make_turn(conversation, turn_ms=100)  # e.g. a turn of that day that finished late
+    apply_retention(days=30)
+    summary = RetentionDay.objects.get()
+    assert summary.turns_done == 2 and summary.events == 6 and sum(summary.turn_ms_buckets) == 2
+
+
+def test_loose_messages_and_routing_logs_older_than_the_setting_go_too(conversation):
+    message = Message.objects.create(conversation=conversation, role="user", content="earlier")
+    Message.objects.filter(pk=message.pk).update(created_at=OLD)
+    Message.objects.create(conversation=conversation, role="user", content="recent")
+    log = RoutingLog.objects.create(query="analysed", decision={}, steward_ms=20)
+    RoutingLog.objects.filter(pk=log.pk).update(created_at=OLD)
+
+    result = apply_retention(days=30)
+
+    assert (result.messages, result.routing_logs) == (1, 1)
+    assert list(Message.objects.values_list("content", flat=True)) == ["recent"]
+    summary = RetentionDay.objects.get()
+    assert (summary.messages, summary.routing_logs, summary.p95_steward_ms) == (1, 1, 25)
+
+
+def test_zero_days_keeps_everything(conversation):
+    make_turn(conversation)
+    result = apply_retention(days=0)
+    assert result.cutoff is None and result.turns == 0 and Turn.objects.count() == 1
+    assert not RetentionRun.objects.exists()
+
+
+def test_the_command_dry_run_counts_and_changes_nothing(conversation):
+    make_turn(conversation)
+    out = StringIO()
+    call_command("apply_retention", "--dry-run", "--days", "30", stdout=out)
+    report = json.loads(out.getvalue())
+    assert (report["dry_run"], report["turns"], report["events"], report["messages"], report["routing_logs"]) == (
+        True, 1, 3, 2, 1)  # fmt: skip
+    assert Turn.objects.count() == 1 and not RetentionDay.objects.exists() and not RetentionRun.objects.exists()
+
+    call_command("apply_retention", "--days", "30", stdout=StringIO())
+    assert not Turn.objects.exists()
+
+
+@override_settings(TOOLHUB_RETENTION_DAYS=30)
+def test_the_beat_task_applies_the_setting(conversation):
+    from agents.tasks import apply_retention as task
+
+    make_turn(conversation)
+    assert task.delay().get()["turns"] == 1
+
+
+@override_settings(TOOLHUB_RETENTION_DAYS=30)
+def test_the_overview_shows_the_setting_and_the_last_run(client, conversation):
+    make_turn(conversation)
+    apply_retention()
+    client.force_login(make_user("viewer", role="viewer"))
+    page = client.get("/").content.decode()
+    assert "older than <strong>30 days</strong>" in page
+    assert "removed 1 turn, 3 events, 2 messages, 1 routing log" in page
+    assert '<span class="num">1</span> turns in total' in page
