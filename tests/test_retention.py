@@ -2,17 +2,19 @@
 
 import datetime
 import json
+import threading
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
 from agents.metrics import tokens_saved_total, turns_total
 from agents.models import Conversation, Message, RetentionDay, RetentionRun, RoutingLog, Turn, TurnEvent, Workflow
-from agents.retention import apply_retention
-from tests.builders import make_user
+from agents.retention import apply_retention, expired_loose_messages, expired_turns
+from tests.builders import at_once, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -158,7 +160,7 @@ def test_the_beat_task_applies_the_setting(conversation):
     from agents.tasks import apply_retention as task
 
     make_turn(conversation)
-    assert task.delay().get()["turns"] == 1
+    assert task.apply().get()["turns"] == 1
 
 
 @override_settings(TOOLHUB_RETENTION_DAYS=30)
@@ -170,3 +172,79 @@ def test_the_overview_shows_the_setting_and_the_last_run(client, conversation):
     assert "older than <strong>30 days</strong>" in page
     assert "removed 1 turn, 3 events, 2 messages, 1 routing log" in page
     assert '<span class="num">1</span> turns in total' in page
+
+
+def make_old_turns(conversation, count: int) -> list[int]:
+    """`count` finished turns 40 days old with 3 events, 2 messages and a routing log each, in a few statements."""
+    turns = Turn.objects.bulk_create(
+        [Turn(conversation=conversation, status=Turn.Status.DONE, finished_at=OLD) for _ in range(count)]
+    )
+    ids = [turn.pk for turn in turns]
+    Turn.objects.filter(pk__in=ids).update(created_at=OLD)
+    TurnEvent.objects.bulk_create(
+        [TurnEvent(turn_id=pk, sequence=i, type=TurnEvent.Type.DELTA) for pk in ids for i in range(3)]
+    )
+    Message.objects.bulk_create(
+        [Message(conversation=conversation, turn_id=pk, role=role) for pk in ids for role in ("user", "assistant")]
+    )
+    RoutingLog.objects.bulk_create([RoutingLog(turn_id=pk, query="q", decision={}, turn_ms=100) for pk in ids])
+    return ids
+
+
+@pytest.mark.postgres  # SELECT ... FOR UPDATE SKIP LOCKED and row locks between two connections
+@pytest.mark.django_db(transaction=True)
+def test_two_runs_at_once_remove_each_old_turn_once_and_count_it_once(conversation):
+    make_old_turns(conversation, 300)
+
+    outcomes = at_once(2, lambda i: apply_retention(days=30, batch_size=20))
+
+    assert [kind for kind, _ in outcomes] == ["ok", "ok"]
+    assert sum(result.turns for _, result in outcomes) == 300
+    assert sum(result.events for _, result in outcomes) == 900
+    summary = RetentionDay.objects.get()
+    assert (summary.turns_done, summary.events, summary.messages, summary.routing_logs) == (300, 900, 600, 300)
+    assert sum(summary.turn_ms_buckets) == 300
+    assert not Turn.objects.exists() and not TurnEvent.objects.exists() and not Message.objects.exists()
+
+
+@pytest.mark.postgres  # a turn row another transaction holds is skipped (SKIP LOCKED), never waited for
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_its_writer_holds_is_skipped_not_waited_for_and_goes_next_run(conversation):
+    held, *others = make_old_turns(conversation, 5)
+    locked, release = threading.Event(), threading.Event()
+
+    def writer():
+        with transaction.atomic():
+            Turn.objects.select_for_update().get(pk=held)
+            locked.set()
+            release.wait(timeout=30)
+        connection.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert locked.wait(timeout=10)
+        result = apply_retention(days=30, batch_size=2)  # would hang here if it waited for the writer
+        assert result.turns == 4
+        assert list(Turn.objects.values_list("pk", flat=True)) == [held]
+        assert TurnEvent.objects.filter(turn_id=held).count() == 3
+    finally:
+        release.set()
+        thread.join(timeout=10)
+    assert apply_retention(days=30).turns == 1
+    assert RetentionDay.objects.get().turns_done == 5
+
+
+@pytest.mark.postgres  # the partial indexes of migration 0020 match the retention scans' WHERE clauses
+@pytest.mark.django_db
+def test_the_older_than_scans_can_use_their_partial_indexes():
+    cutoff = NOW - datetime.timedelta(days=30)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        plans = []
+        for queryset in (expired_turns(cutoff), expired_loose_messages(cutoff)):
+            sql, params = queryset.only("id")[:500].query.sql_with_params()
+            cursor.execute(f"EXPLAIN {sql}", params)
+            plans.append("\n".join(row[0] for row in cursor.fetchall()))
+    assert "turn_finished_for_retention" in plans[0], plans[0]
+    assert "message_without_turn" in plans[1], plans[1]
