@@ -78,24 +78,24 @@ def expired_loose_routing_logs(cutoff: datetime.datetime):
     return RoutingLog.objects.filter(turn__isnull=True, created_at__lt=cutoff).order_by("created_at", "id")
 
 
-def _add_logs(figures: dict, logs) -> None:
-    for day, fallback, steward_ms, turn_ms, saved in logs:
-        day_figures = figures[day]
-        day_figures.routing_logs += 1
-        day_figures.fallbacks += fallback
-        day_figures.tokens_saved += saved
-        if steward_ms is not None:
-            day_figures.steward_ms.append(steward_ms)
-        if turn_ms is not None:
-            day_figures.turn_ms.append(turn_ms)
-
-
-def _log_rows(logs, day_of) -> list[tuple]:
-    return [(day_of(log), log.fallback, log.steward_ms, log.turn_ms, log.tokens_saved) for log in logs]
+def _add_log(figures: DayFigures, log: RoutingLog) -> None:
+    figures.routing_logs += 1
+    figures.fallbacks += log.fallback
+    figures.tokens_saved += log.tokens_saved
+    if log.steward_ms is not None:
+        figures.steward_ms.append(log.steward_ms)
+    if log.turn_ms is not None:
+        figures.turn_ms.append(log.turn_ms)
 
 
 LOG_FIELDS = ("turn_id", "created_at", "fallback", "steward_ms", "turn_ms", "catalog_schema_tokens",
               "loaded_schema_tokens", "deferred_listing_tokens")  # fmt: skip
+
+
+def _locked(queryset, batch_size: int, *fields: str) -> list:
+    """The first `batch_size` rows of `queryset`, locked for this transaction; rows another holds are skipped
+    (a second run at once takes other rows, and a turn its writer holds waits for the next run)."""
+    return list(queryset.select_for_update(skip_locked=True, of=("self",)).only(*fields)[:batch_size])
 
 
 def _record(figures: dict) -> None:
@@ -120,12 +120,7 @@ def _add_buckets(stored: list[int], added: list[int]) -> list[int]:
 def _turn_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
     """Summarise and delete up to `batch_size` expired turns and their rows in one transaction; False when none."""
     with transaction.atomic():
-        # skip_locked: a second run at once takes other turns; a turn a writer holds is left for the next batch.
-        turns = list(
-            expired_turns(cutoff)
-            .select_for_update(skip_locked=True, of=("self",))
-            .only("id", "status", "created_at")[:batch_size]
-        )
+        turns = _locked(expired_turns(cutoff), batch_size, "id", "status", "created_at")
         if not turns:
             return False
         ids = [turn.id for turn in turns]
@@ -136,12 +131,12 @@ def _turn_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
                 figures[day_of_turn[turn.id]].turns_done += 1
             else:
                 figures[day_of_turn[turn.id]].turns_failed += 1
-        for model, name in ((TurnEvent, "events"), (Message, "messages")):
-            for row in model.objects.filter(turn_id__in=ids).values("turn_id").annotate(n=Count("id")).order_by():
-                day_figures = figures[day_of_turn[row["turn_id"]]]
-                setattr(day_figures, name, getattr(day_figures, name) + row["n"])
-        logs = RoutingLog.objects.filter(turn_id__in=ids).only(*LOG_FIELDS)
-        _add_logs(figures, _log_rows(logs, lambda log: day_of_turn[log.turn_id]))
+        for row in TurnEvent.objects.filter(turn_id__in=ids).values("turn_id").annotate(n=Count("id")).order_by():
+            figures[day_of_turn[row["turn_id"]]].events += row["n"]
+        for row in Message.objects.filter(turn_id__in=ids).values("turn_id").annotate(n=Count("id")).order_by():
+            figures[day_of_turn[row["turn_id"]]].messages += row["n"]
+        for log in RoutingLog.objects.filter(turn_id__in=ids).only(*LOG_FIELDS):
+            _add_log(figures[day_of_turn[log.turn_id]], log)
         _record(figures)
         result.events += TurnEvent.objects.filter(turn_id__in=ids).delete()[0]
         result.messages += Message.objects.filter(turn_id__in=ids).delete()[0]
@@ -151,29 +146,32 @@ def _turn_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
     return True
 
 
-def _loose_batch(queryset, batch_size: int, result: RetentionResult) -> bool:
-    """Summarise and delete up to `batch_size` rows of no turn (messages or routing logs); False when none."""
+def _loose_messages_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
+    """Summarise and delete up to `batch_size` expired messages of no turn in one transaction; False when none."""
     with transaction.atomic():
-        if queryset.model is Message:
-            rows = list(
-                queryset.select_for_update(skip_locked=True, of=("self",)).only("id", "created_at")[:batch_size]
-            )
-        else:
-            rows = list(queryset.select_for_update(skip_locked=True, of=("self",)).only(*LOG_FIELDS)[:batch_size])
-        if not rows:
+        messages = _locked(expired_loose_messages(cutoff), batch_size, "id", "created_at")
+        if not messages:
             return False
         figures = defaultdict(DayFigures)
-        if queryset.model is Message:
-            for message in rows:
-                figures[message.created_at.date()].messages += 1
-        else:
-            _add_logs(figures, _log_rows(rows, lambda log: log.created_at.date()))
+        for message in messages:
+            figures[message.created_at.date()].messages += 1
         _record(figures)
-        deleted = queryset.model.objects.filter(id__in=[row.id for row in rows]).delete()[0]
-        if queryset.model is Message:
-            result.messages += deleted
-        else:
-            result.routing_logs += deleted
+        result.messages += Message.objects.filter(id__in=[message.id for message in messages]).delete()[0]
+    result.batches += 1
+    return True
+
+
+def _loose_logs_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
+    """Summarise and delete up to `batch_size` expired routing logs of no turn in one transaction; False when none."""
+    with transaction.atomic():
+        logs = _locked(expired_loose_routing_logs(cutoff), batch_size, *LOG_FIELDS)
+        if not logs:
+            return False
+        figures = defaultdict(DayFigures)
+        for log in logs:
+            _add_log(figures[log.created_at.date()], log)
+        _record(figures)
+        result.routing_logs += RoutingLog.objects.filter(id__in=[log.id for log in logs]).delete()[0]
     result.batches += 1
     return True
 
@@ -205,12 +203,9 @@ def apply_retention(*, days: int | None = None, now: datetime.datetime | None = 
             RoutingLog.objects.filter(turn__in=turns).count() + expired_loose_routing_logs(cutoff).count()
         )
         return result
-    while _turn_batch(cutoff, batch_size, result):
-        pass
-    while _loose_batch(expired_loose_messages(cutoff), batch_size, result):
-        pass
-    while _loose_batch(expired_loose_routing_logs(cutoff), batch_size, result):
-        pass
+    for batch in (_turn_batch, _loose_messages_batch, _loose_logs_batch):
+        while batch(cutoff, batch_size, result):
+            pass
     RetentionRun.objects.create(
         started_at=started_at,
         finished_at=timezone.now(),
