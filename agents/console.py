@@ -93,7 +93,7 @@ def arguments_text(arguments) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-ENDED = (Turn.Status.DONE, Turn.Status.FAILED)
+ENDED = Turn.FINISHED
 
 
 def status_after(event: dict) -> str | None:

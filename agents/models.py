@@ -211,7 +211,8 @@ class Turn(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["status", "created_at"]),
-            # Retention's scan (agents/retention.py): finished turns oldest first, past the cutoff.
+            # Retention's scan (agents/retention.py): finished turns oldest first, past the cutoff. The condition
+            # spells FINISHED out: Meta cannot read the class's own names.
             models.Index(
                 fields=["finished_at", "id"],
                 name="turn_finished_for_retention",

@@ -78,7 +78,7 @@ def claim(turn_id: int) -> tuple[Turn, bool, list] | None:
     """
     with transaction.atomic():
         turn = Turn.objects.select_for_update().select_related("conversation").get(pk=turn_id)
-        if turn.status in (Turn.Status.DONE, Turn.Status.FAILED):
+        if turn.status in Turn.FINISHED:
             return None
         ran = turn.status == Turn.Status.RUNNING
         if ran and not watchdog.take_over_locked(turn):
