@@ -5,7 +5,8 @@ Old data: --turns finished turns 40 days old with --events-per-turn events each 
 messages and a routing log each, plus 1,000 recent turns that must stay. Then apply_retention runs (the
 function the beat task and manage.py apply_retention call) while a writer thread plays a running turn: it
 appends an event and beats its turn's heartbeat every 10 ms, each in its own transaction, and times each
-write. The same writer is timed alone first for comparison. The last line printed is one JSON object.
+write, and pg_stat_activity is sampled for sessions waiting on a lock. The same writer is timed alone first
+for comparison. The last line printed is one JSON object.
 """
 
 import argparse
@@ -95,6 +96,31 @@ class TurnWriter(threading.Thread):
             connection.close()
 
 
+class LockWatcher(threading.Thread):
+    """Samples pg_stat_activity every 5 ms: how many of this database's sessions wait on a lock (at most)."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.samples = self.max_waiting = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from django.db import connection
+
+        try:
+            with connection.cursor() as cursor:
+                while not self.stop.is_set():
+                    cursor.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND wait_event_type = 'Lock'"
+                    )
+                    self.max_waiting = max(self.max_waiting, cursor.fetchone()[0])
+                    self.samples += 1
+                    time.sleep(0.005)
+        finally:
+            connection.close()
+
+
 def writes(latencies: list[float]) -> dict:
     return {
         "writes": len(latencies),
@@ -150,15 +176,19 @@ def main() -> None:
         alone.join()
         figures["writer_alone"] = writes(alone.latencies_ms)
 
-        during = TurnWriter(live_conversation)
+        during, locks = TurnWriter(live_conversation), LockWatcher()
         during.start()
+        locks.start()
         figures["load_1m_at_start"] = round(os.getloadavg()[0], 2)
         start = time.perf_counter()
         result = apply_retention(days=30, batch_size=args.batch_size)
         seconds = time.perf_counter() - start
         during.stop.set()
+        locks.stop.set()
         during.join()
+        locks.join()
         figures["writer_during_retention"] = writes(during.latencies_ms)
+        figures["lock_waits"] = {"samples": locks.samples, "max_sessions_waiting": locks.max_waiting}
         removed = result.turns + result.events + result.messages + result.routing_logs
         figures["retention"] = result.as_dict() | {
             "seconds": round(seconds, 1),
@@ -192,6 +222,8 @@ def report(f: dict) -> None:
         w = f[name]
         print(f"{name.replace('_', ' ')}: {w['writes']} writes, p50 {w['p50_ms']} ms, p95 {w['p95_ms']} ms, "
               f"p99 {w['p99_ms']} ms, max {w['max_ms']} ms")  # fmt: skip
+    print(f"sessions waiting on a lock during retention: at most {f['lock_waits']['max_sessions_waiting']} "
+          f"({f['lock_waits']['samples']} samples of pg_stat_activity)")  # fmt: skip
     print(json.dumps(f))
 
 
