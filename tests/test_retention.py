@@ -9,33 +9,13 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.test import override_settings
-from django.utils import timezone
 
 from agents.metrics import tokens_saved_total, turns_total
 from agents.models import Conversation, Message, RetentionDay, RetentionRun, RoutingLog, Turn, TurnEvent, Workflow
 from agents.retention import apply_retention, expired_loose_messages, expired_turns
-from tests.builders import at_once, make_user
+from tests.builders import NOW, OLD, at_once, make_old_turns, make_turn, make_user
 
 pytestmark = pytest.mark.django_db
-
-NOW = timezone.now()
-OLD = NOW - datetime.timedelta(days=40)
-
-
-def make_turn(conversation, *, status=Turn.Status.DONE, when=OLD, events=3, turn_ms=120, steward_ms=30, saved=100):
-    """A turn created and (if finished) finished at `when`, with a user and an assistant message, `events` events
-    and a routing log."""
-    finished = status in Turn.FINISHED
-    turn = Turn.objects.create(conversation=conversation, status=status, finished_at=when if finished else None)
-    Turn.objects.filter(pk=turn.pk).update(created_at=when)
-    Message.objects.bulk_create(
-        [Message(conversation=conversation, turn=turn, role=role, content="x") for role in ("user", "assistant")]
-    )
-    TurnEvent.objects.bulk_create([TurnEvent(turn=turn, sequence=i, type=TurnEvent.Type.DELTA) for i in range(events)])
-    log = RoutingLog.objects.create(turn=turn, query="q", decision={}, steward_ms=steward_ms, turn_ms=turn_ms,
-                                    catalog_schema_tokens=saved, fallback=status == Turn.Status.FAILED)  # fmt: skip
-    RoutingLog.objects.filter(pk=log.pk).update(created_at=when)
-    return turn
 
 
 @pytest.fixture
@@ -172,23 +152,6 @@ def test_the_overview_shows_the_setting_and_the_last_run(client, conversation):
     assert "older than <strong>30 days</strong>" in page
     assert "removed 1 turn, 3 events, 2 messages, 1 routing log" in page
     assert '<span class="num">1</span> turns in total' in page
-
-
-def make_old_turns(conversation, count: int) -> list[int]:
-    """`count` finished turns 40 days old with 3 events, 2 messages and a routing log each, in a few statements."""
-    turns = Turn.objects.bulk_create(
-        [Turn(conversation=conversation, status=Turn.Status.DONE, finished_at=OLD) for _ in range(count)]
-    )
-    ids = [turn.pk for turn in turns]
-    Turn.objects.filter(pk__in=ids).update(created_at=OLD)
-    TurnEvent.objects.bulk_create(
-        [TurnEvent(turn_id=pk, sequence=i, type=TurnEvent.Type.DELTA) for pk in ids for i in range(3)]
-    )
-    Message.objects.bulk_create(
-        [Message(conversation=conversation, turn_id=pk, role=role) for pk in ids for role in ("user", "assistant")]
-    )
-    RoutingLog.objects.bulk_create([RoutingLog(turn_id=pk, query="q", decision={}, turn_ms=100) for pk in ids])
-    return ids
 
 
 @pytest.mark.postgres  # SELECT ... FOR UPDATE SKIP LOCKED and row locks between two connections
