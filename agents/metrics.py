@@ -12,7 +12,7 @@ from django.db.models import F, Sum
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from .models import RoutingLog, Turn
+from .models import RetentionDay, RoutingLog, Turn
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -87,9 +87,20 @@ def routing_metrics(*, since: datetime.datetime | None = None, until: datetime.d
 
 
 def tokens_saved_total() -> int:
-    """Schema tokens kept out of prompts by deferral over every logged request (RoutingLog.tokens_saved summed)."""
+    """Schema tokens kept out of prompts by deferral over every logged request (RoutingLog.tokens_saved summed),
+    those retention removed included (RetentionDay)."""
     saved = Greatest(F("catalog_schema_tokens") - F("loaded_schema_tokens") - F("deferred_listing_tokens"), 0)
-    return RoutingLog.objects.aggregate(total=Sum(saved))["total"] or 0
+    live = RoutingLog.objects.aggregate(total=Sum(saved))["total"] or 0
+    return live + (RetentionDay.objects.aggregate(total=Sum("tokens_saved"))["total"] or 0)
+
+
+def turns_total() -> int:
+    """Every turn ever started: the stored ones and those retention removed (RetentionDay)."""
+    removed = (
+        RetentionDay.objects.aggregate(total=Sum(F("turns_done") + F("turns_failed") + F("turns_cancelled")))["total"]
+        or 0
+    )
+    return Turn.objects.count() + removed
 
 
 def live_counters(*, now: datetime.datetime | None = None) -> dict:

@@ -5,6 +5,7 @@ Workflow concurrency (version CAS, idempotency) is enforced by the database
 through the constraints below, never by check-then-write in Python.
 """
 
+import math
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -209,7 +210,16 @@ class Turn(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "created_at"])]
+        indexes = [
+            models.Index(fields=["status", "created_at"]),
+            # Retention's scan (agents/retention.py): finished turns oldest first, past the cutoff. The condition
+            # spells ENDED out: Meta cannot read the class's own names.
+            models.Index(
+                fields=["finished_at", "id"],
+                name="turn_finished_for_retention",
+                condition=Q(status__in=["done", "failed", "cancelled"]),
+            ),
+        ]
 
     def __str__(self):
         return f"turn {self.pk} ({self.status})"
@@ -242,6 +252,10 @@ class Message(models.Model):
 
     class Meta:
         ordering = ["conversation", "id"]
+        indexes = [
+            # Retention's scan of messages no turn owns (an API request's earlier messages), oldest first.
+            models.Index(fields=["created_at", "id"], name="message_without_turn", condition=Q(turn__isnull=True)),
+        ]
 
     def __str__(self):
         return f"{self.role}: {self.content[:60]}"
@@ -457,3 +471,94 @@ class McpFoundTool(models.Model):
 
     def __str__(self):
         return f"{self.tool_id} found by key {self.api_key_id}"
+
+
+class RetentionDay(models.Model):
+    """What retention removed of one day (the day a turn was created), kept so the overview's totals stay right.
+
+    Every batch adds its rows here in the transaction that deletes them (agents/retention.py), so a day's figures
+    are exact however many runs it took. Latencies are kept as counts per bucket of LATENCY_BUCKETS_MS (the upper
+    bound of each, the last one open), from which the percentiles are read.
+    """
+
+    LATENCY_BUCKETS_MS = (10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 60000, 120000, 300000)
+
+    day = models.DateField(unique=True)
+    turns_done = models.PositiveBigIntegerField(default=0)
+    turns_failed = models.PositiveBigIntegerField(default=0)
+    turns_cancelled = models.PositiveBigIntegerField(default=0)
+    events = models.PositiveBigIntegerField(default=0)
+    messages = models.PositiveBigIntegerField(default=0)
+    routing_logs = models.PositiveBigIntegerField(default=0)
+    fallbacks = models.PositiveBigIntegerField(default=0)
+    tokens_saved = models.PositiveBigIntegerField(default=0)
+    turn_ms_buckets = models.JSONField(default=list, blank=True, help_text="Turns per latency bucket.")
+    steward_ms_buckets = models.JSONField(default=list, blank=True, help_text="Analyses per latency bucket.")
+
+    class Meta:
+        ordering = ["-day"]
+
+    def __str__(self):
+        return f"retained summary of {self.day}"
+
+    @classmethod
+    def bucket_counts(cls, values) -> list[int]:
+        """How many of `values` fall in each bucket (a value above the last bound counts in an extra last one)."""
+        counts = [0] * (len(cls.LATENCY_BUCKETS_MS) + 1)
+        for value in values:
+            counts[next((i for i, top in enumerate(cls.LATENCY_BUCKETS_MS) if value <= top), -1)] += 1
+        return counts
+
+    @classmethod
+    def bucket_percentile(cls, counts: list[int], fraction: float) -> int | None:
+        """The upper bound of the bucket holding the nearest-rank percentile; None for no values (the open last
+        bucket reads as its lower bound)."""
+        total = sum(counts)
+        if not total:
+            return None
+        rank, seen = max(math.ceil(fraction * total), 1), 0
+        for index, count in enumerate(counts):
+            seen += count
+            if seen >= rank:
+                return cls.LATENCY_BUCKETS_MS[min(index, len(cls.LATENCY_BUCKETS_MS) - 1)]
+        return None
+
+    @property
+    def turns(self) -> int:
+        return self.turns_done + self.turns_failed + self.turns_cancelled
+
+    @property
+    def p50_turn_ms(self):
+        return self.bucket_percentile(self.turn_ms_buckets, 0.50)
+
+    @property
+    def p95_turn_ms(self):
+        return self.bucket_percentile(self.turn_ms_buckets, 0.95)
+
+    @property
+    def p50_steward_ms(self):
+        return self.bucket_percentile(self.steward_ms_buckets, 0.50)
+
+    @property
+    def p95_steward_ms(self):
+        return self.bucket_percentile(self.steward_ms_buckets, 0.95)
+
+
+class RetentionRun(models.Model):
+    """One run of retention (beat task or `manage.py apply_retention`): its cutoff and what it removed."""
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    retention_days = models.PositiveIntegerField()
+    cutoff = models.DateTimeField(help_text="Rows older than this went.")
+    batches = models.PositiveIntegerField(default=0)
+    turns = models.PositiveBigIntegerField(default=0)
+    events = models.PositiveBigIntegerField(default=0)
+    messages = models.PositiveBigIntegerField(default=0)
+    routing_logs = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self):
+        return f"retention run {self.started_at:%Y-%m-%d %H:%M} ({self.turns} turns)"

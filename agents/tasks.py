@@ -4,7 +4,7 @@ from celery import shared_task
 from django.conf import settings
 from oauth2_provider.models import clear_expired
 
-from . import approvals, runtime, watchdog
+from . import approvals, retention, runtime, watchdog
 from .workflows import cleanup_workflows
 
 
@@ -43,3 +43,11 @@ def clear_expired_oauth_tokens() -> None:
 def expire_approval(approval_id: int) -> bool:
     """Scheduled at request time for the timeout: no decision by then means denied."""
     return approvals.expire_approval(approval_id)
+
+
+@shared_task
+def apply_retention() -> dict:
+    """Periodic (CELERY_BEAT_SCHEDULE): summarise and delete the finished turns older than TOOLHUB_RETENTION_DAYS
+    with their rows (agents/retention.py). Safe to retry or run twice at once: each batch is one transaction over
+    rows it has locked. Returns what it removed."""
+    return retention.apply_retention().as_dict()

@@ -1,5 +1,6 @@
 """Small builders for tests: a tool, a policy, a user in a role."""
 
+import datetime
 import importlib
 import threading
 
@@ -7,7 +8,9 @@ from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import connection
+from django.utils import timezone
 
+from agents.models import Message, RoutingLog, Turn, TurnEvent
 from catalog.models import Domain, Tool, ToolPolicy
 from catalog.policies import record_policy_version
 from toolhub.roles import ensure_groups
@@ -70,3 +73,41 @@ def at_once(count: int, work) -> list[tuple[str, object]]:
         thread.join(timeout=120)
     assert not any(thread.is_alive() for thread in threads), "a thread hung"
     return outcomes
+
+
+# Retention's builders (tests/test_retention.py, tests/integration/test_retention_worker.py): turns 40 days old.
+NOW = timezone.now()
+OLD = NOW - datetime.timedelta(days=40)
+
+
+def make_turn(conversation, *, status=Turn.Status.DONE, when=OLD, events=3, turn_ms=120, steward_ms=30, saved=100):
+    """A turn created and (if finished) finished at `when`, with a user and an assistant message, `events` events
+    and a routing log."""
+    finished = status in Turn.ENDED
+    turn = Turn.objects.create(conversation=conversation, status=status, finished_at=when if finished else None)
+    Turn.objects.filter(pk=turn.pk).update(created_at=when)
+    Message.objects.bulk_create(
+        [Message(conversation=conversation, turn=turn, role=role, content="x") for role in ("user", "assistant")]
+    )
+    TurnEvent.objects.bulk_create([TurnEvent(turn=turn, sequence=i, type=TurnEvent.Type.DELTA) for i in range(events)])
+    log = RoutingLog.objects.create(turn=turn, query="q", decision={}, steward_ms=steward_ms, turn_ms=turn_ms,
+                                    catalog_schema_tokens=saved, fallback=status == Turn.Status.FAILED)  # fmt: skip
+    RoutingLog.objects.filter(pk=log.pk).update(created_at=when)
+    return turn
+
+
+def make_old_turns(conversation, count: int) -> list[int]:
+    """`count` finished turns 40 days old with 3 events, 2 messages and a routing log each, in a few statements."""
+    turns = Turn.objects.bulk_create(
+        [Turn(conversation=conversation, status=Turn.Status.DONE, finished_at=OLD) for _ in range(count)]
+    )
+    ids = [turn.pk for turn in turns]
+    Turn.objects.filter(pk__in=ids).update(created_at=OLD)
+    TurnEvent.objects.bulk_create(
+        [TurnEvent(turn_id=pk, sequence=i, type=TurnEvent.Type.DELTA) for pk in ids for i in range(3)]
+    )
+    Message.objects.bulk_create(
+        [Message(conversation=conversation, turn_id=pk, role=role) for pk in ids for role in ("user", "assistant")]
+    )
+    RoutingLog.objects.bulk_create([RoutingLog(turn_id=pk, query="q", decision={}, turn_ms=100) for pk in ids])
+    return ids

@@ -54,7 +54,12 @@ def test_nothing_set_is_the_embedded_default(tmp_path):
     assert config["layer"] == "channels.layers.InMemoryChannelLayer"
     assert config["eager"] is True
     assert config["provider"] == "builtin"
-    assert config["beat"] == ["cleanup-expired-workflows", "clear-expired-oauth-tokens", "watch-turns"]
+    assert config["beat"] == [
+        "apply-retention",
+        "cleanup-expired-workflows",
+        "clear-expired-oauth-tokens",
+        "watch-turns",
+    ]
 
 
 def test_embedded_secret_key_is_generated_once_and_kept(tmp_path):

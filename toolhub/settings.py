@@ -239,6 +239,12 @@ TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 TOOLHUB_TURN_LEASE = env_float("TOOLHUB_TURN_LEASE", 30.0)
 # Seconds between runs of the cleanup of expired and revoked OAuth tokens and codes (agents.tasks).
 TOOLHUB_OAUTH_CLEAR_TOKENS_INTERVAL = env_int("TOOLHUB_OAUTH_CLEAR_TOKENS_INTERVAL", 3600)
+# Retention (agents/retention.py): finished turns older than this many days go with their events, messages and
+# routing logs, summarised per day first; 0 keeps everything. It runs every TOOLHUB_RETENTION_INTERVAL seconds on
+# the beat schedule, TOOLHUB_RETENTION_BATCH turns per transaction.
+TOOLHUB_RETENTION_DAYS = env_int("TOOLHUB_RETENTION_DAYS", 30)
+TOOLHUB_RETENTION_INTERVAL = env_int("TOOLHUB_RETENTION_INTERVAL", 3600)
+TOOLHUB_RETENTION_BATCH = env_int("TOOLHUB_RETENTION_BATCH", 500)
 CELERY_BEAT_SCHEDULE = {
     "cleanup-expired-workflows": {
         "task": "agents.tasks.cleanup_expired_workflows",
@@ -249,6 +255,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "agents.tasks.clear_expired_oauth_tokens",
         "schedule": TOOLHUB_OAUTH_CLEAR_TOKENS_INTERVAL,
     },
+    "apply-retention": {"task": "agents.tasks.apply_retention", "schedule": TOOLHUB_RETENTION_INTERVAL},
 }
 
 # --- model ----------------------------------------------------------------
