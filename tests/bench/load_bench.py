@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 from celery import Celery  # noqa: E402
 
-from tests.bench.api_bench import QUERIES, WARM_UP_QUERIES, pct, send_turn, setup_django  # noqa: E402
+from tests.bench.api_bench import QUERIES, WARM_UP_QUERIES, send_turn, setup_django  # noqa: E402
 from tests.servers import celery_worker, daphne, daphne_process, embedded_env, manage  # noqa: E402
 
 MAX_CONCURRENT = 400  # client threads; PostgreSQL's connections are bounded by the pools, not by this
@@ -118,9 +118,11 @@ def burst(base: str, key: str, count: int, *, stream: bool, timeout: float) -> d
 
 
 def pct_s(values: list[float], fraction: float) -> float | None:
-    """The percentile of seconds, to a tenth (api_bench.pct rounds to a whole unit)."""
-    value = pct([v * 10 for v in values], fraction)
-    return None if value is None else value / 10
+    """The percentile of seconds, to a tenth."""
+    from agents.metrics import percentile
+
+    value = percentile(values, fraction)
+    return None if value is None else round(value, 1)
 
 
 def soak(base: str, key: str, seconds: float, rate: float, timeout: float) -> dict:
@@ -170,7 +172,7 @@ def run(args) -> dict:
                     "TOOLHUB_CHANNEL_PREFIX": f"toolhub-load-{os.getpid()}",
                     "TOOLHUB_CELERY_QUEUE": f"toolhub-load-{os.getpid()}",
                     "TOOLHUB_RATE_LIMIT_PER_MINUTE": "0", "TOOLHUB_USER_RATE_LIMIT_PER_MINUTE": "0"}  # fmt: skip
-            setup_django(Path(data_dir))  # api_bench.pct reads agents.metrics
+            setup_django(Path(data_dir))  # pct_s reads agents.metrics
             manage(env, "setup_demo")
             key = manage(env, "create_api_key", "load-bench").strip().splitlines()[-1]
             app = Celery("load_bench", broker=args.redis_url)

@@ -25,11 +25,6 @@ from tests.bench.workflow_bench import POSTGRES, admin, setup_django  # noqa: E4
 RECENT_TURNS = 1_000
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(int(round(fraction * len(ordered))) - 1, 0)]
-
-
 def insert_turns(conversation, count: int, *, days_ago: int, events_per_turn: int) -> None:
     """`count` done turns `days_ago` days old with their events (one INSERT ... SELECT), messages and logs."""
     import datetime
@@ -122,6 +117,8 @@ class LockWatcher(threading.Thread):
 
 
 def writes(latencies: list[float]) -> dict:
+    from agents.metrics import percentile
+
     return {
         "writes": len(latencies),
         "p50_ms": round(percentile(latencies, 0.50), 2),
