@@ -142,13 +142,17 @@ def test_a_client_tool_round_trip_streaming(scripted):
     assert tool_messages(model.requests[-1])[0]["content"] == "21 °C, sunny"
 
 
+# The model asks for the weather of two cities at once, then answers from both results.
+TWO_CITIES_STEPS = (
+    {"tool_calls": [{"name": "get_weather", "arguments": {"location": "Paris"}},
+                    {"name": "get_weather", "arguments": {"location": "Rome"}}]},
+    {"content": "Paris is sunny; Rome is rainy."},
+)  # fmt: skip
+
+
 def test_a_parallel_tool_call(scripted):
     model, client = scripted
-    model.steps = [
-        {"tool_calls": [{"name": "get_weather", "arguments": {"location": "Paris"}},
-                        {"name": "get_weather", "arguments": {"location": "Rome"}}]},
-        {"content": "Paris is sunny; Rome is rainy."},
-    ]  # fmt: skip
+    model.steps = list(TWO_CITIES_STEPS)
     messages = [{"role": "user", "content": "Weather in Paris and in Rome?"}]
     first = client.chat.completions.create(model="toolhub", messages=messages, tools=[WEATHER],
                                            parallel_tool_calls=True)  # fmt: skip
@@ -166,11 +170,7 @@ def test_a_parallel_tool_call(scripted):
 
 def test_a_parallel_tool_call_streaming(scripted):
     model, client = scripted
-    model.steps = [
-        {"tool_calls": [{"name": "get_weather", "arguments": {"location": "Paris"}},
-                        {"name": "get_weather", "arguments": {"location": "Rome"}}]},
-        {"content": "Paris is sunny; Rome is rainy."},
-    ]  # fmt: skip
+    model.steps = list(TWO_CITIES_STEPS)
     messages = [{"role": "user", "content": "Weather in Paris and in Rome?"}]
     content, calls, finish = streamed(client.chat.completions.create(
         model="toolhub", messages=messages, tools=[WEATHER], parallel_tool_calls=True, stream=True))  # fmt: skip
