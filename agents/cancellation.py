@@ -3,8 +3,9 @@
 The turn's row moves to cancelled in the same transaction as its error and done events. The run that held it
 stops at its next step boundary: it may not store an event or a message once the turn is no longer running
 (agents.events.emit, TurnRun.save_message), so a streaming model call ends at its next chunk and a pending tool
-call never starts. The turn's assistant and tool messages are removed, so the conversation's transcript keeps
-only complete turns (a cancelled turn's answer stays in its events, as the console showed it). Never runs a turn.
+call never starts. What it stored stays, and a tool call it left without a result gets one saying so
+(watchdog.answer_open_tool_calls, as for a failed turn): the next turn's transcript is valid and its model knows
+what ran before the cancel. Never runs a turn.
 """
 
 from django.db import transaction
@@ -12,7 +13,8 @@ from django.utils import timezone
 
 from .approvals import PERMISSION as APPROVAL_PERMISSION
 from .events import FailureReason, emit
-from .models import Message, Turn, TurnEvent
+from .models import Turn, TurnEvent
+from .watchdog import answer_open_tool_calls
 
 # Cancelling a turn is an operator's intervention on a running turn, as deciding its approvals is.
 PERMISSION = APPROVAL_PERMISSION
@@ -26,8 +28,8 @@ def cancel_turn(*, turn_id: int, user) -> bool:
             return False
         Turn.objects.filter(pk=turn_id).update(status=Turn.Status.CANCELLED, finished_at=timezone.now(),
                                                error=f"cancelled by {user.get_username()}")  # fmt: skip
-        turn.messages.exclude(role=Message.Role.USER).delete()
         message = f"⏹ Cancelled by {user.get_username()}"
+        answer_open_tool_calls(turn_id, message)
         emit(turn_id, TurnEvent.Type.ERROR, phase="cancelled", message=message, reason=FailureReason.CANCELLED,
              detail=message)  # fmt: skip
         emit(turn_id, TurnEvent.Type.DONE, phase="done", status=Turn.Status.CANCELLED)

@@ -103,22 +103,23 @@ def fail_turn(turn_id: int, reason: str, message: str, *, detail: str = "", atte
         )
         if not updated:
             return False
-        _answer_open_tool_calls(turn_id, message)
+        answer_open_tool_calls(turn_id, message)
         emit(turn_id, EventType.ERROR, phase="error", message=message, reason=reason, detail=detail or message)
         emit(turn_id, EventType.DONE, phase="done", status=Turn.Status.FAILED)
     return True
 
 
-def _answer_open_tool_calls(turn_id: int, message: str) -> None:
-    """The failed turn's tool calls that have no result get one saying so: the conversation's next turn sends a
-    valid transcript (every call answered, agents.memory), and its model knows the call may have run."""
+def answer_open_tool_calls(turn_id: int, message: str) -> None:
+    """The ended turn's tool calls that have no result get one saying so (a failed or cancelled turn): the
+    conversation's next turn sends a valid transcript (every call answered, agents.memory), and its model knows
+    what ran and that an unanswered call may have run."""
     messages = list(Message.objects.filter(turn_id=turn_id).order_by("id"))
     answered = {m.tool_call_id for m in messages if m.role == Message.Role.TOOL}
     for assistant in (m for m in messages if m.role == Message.Role.ASSISTANT and m.tool_calls):
         for call in assistant.tool_calls:
             if call.get("id") and call["id"] not in answered:
                 name = (call.get("function") or {}).get("name", "the tool")
-                content = (f"No result: the turn failed while {name} ran ({message}). The call may or may not have "
+                content = (f"No result: the turn ended while {name} ran ({message}). The call may or may not have "
                            "taken effect; check before doing it again.")  # fmt: skip
                 tool = {"role": Message.Role.TOOL, "tool_call_id": call["id"], "content": content}
                 Message.objects.create(conversation_id=assistant.conversation_id, turn_id=turn_id,

@@ -5,6 +5,7 @@ import pytest
 from agents import runtime
 from agents.api_errors import failure_error
 from agents.cancellation import cancel_turn
+from agents.memory import validate_transcript
 from agents.models import Conversation, Message, Turn, TurnEvent
 from agents.providers import ModelChunk, ToolCall
 from agents.turns import create_turn
@@ -56,10 +57,35 @@ def test_a_cancelled_run_stops_at_the_next_step_and_the_turn_ends_cancelled(demo
     error, done = TurnEvent.objects.filter(turn=turn).order_by("-sequence")[:2][::-1]
     assert error.payload["message"] == "⏹ Cancelled by operator" and error.payload["reason"] == "cancelled"
     assert done.payload["status"] == "cancelled"
-    # Only the user's message stays: the next turn's transcript holds complete turns only.
+    # Nothing but the user's message was stored before the cancel, and nothing after it.
     assert list(turn.messages.values_list("role", flat=True)) == ["user"]
     runtime.run_turn(turn.id)  # a redelivered task finds it ended
     assert kinds(turn) == events
+
+
+def test_what_ran_before_the_cancel_stays_and_a_call_left_open_is_answered():
+    """A transfer that ran before the cancel must stay known to the next turn; a call cut off gets a result."""
+    conversation = Conversation.objects.create(owner=make_user("owner"))
+    turn = create_turn(conversation, "move 100 points from M-1 to M-2, then tell me both balances")
+    ran = {"id": "c1", "type": "function", "function": {"name": "transfer_points", "arguments": "{}"}}
+    cut = {"id": "c2", "type": "function", "function": {"name": "get_member_balance", "arguments": "{}"}}
+    for calls, result in (([ran], "transferred"), ([cut], None)):
+        Message.objects.create(conversation=conversation, turn=turn, role=Message.Role.ASSISTANT, tool_calls=calls)
+        if result:
+            Message.objects.create(conversation=conversation, turn=turn, role=Message.Role.TOOL,
+                                   tool_call_id=calls[0]["id"], content=result)  # fmt: skip
+
+    assert cancel_turn(turn_id=turn.id, user=make_user("operator", role="operator"))
+
+    history = [runtime.as_message(m) for m in conversation.messages.order_by("id")]
+    validate_transcript(history)
+    tools = [(m["tool_call_id"], m["content"]) for m in history if m["role"] == "tool"]
+    assert tools[0] == ("c1", "transferred")
+    assert (
+        tools[1][0] == "c2"
+        and "may or may not have taken effect" in tools[1][1]
+        and "Cancelled by operator" in tools[1][1]
+    )
 
 
 def test_an_ended_turn_is_not_cancelled_again():
