@@ -534,8 +534,8 @@ class TurnRun:
             return CallOutcome(content=json.dumps({"error": f"{exc} Ask the user to retry."}), is_error=True)
 
     def save_message(self, role: str, content: str, **fields) -> Message:
-        """Stored only while this run holds the turn (as its events are): a cancelled turn's run adds no message
-        after agents.cancellation removed its answer, so the conversation's transcript stays valid."""
+        """Stored only while this run holds the turn (as its events are): a failed or cancelled turn's run adds no
+        message after watchdog.end_turn answered its open tool calls, so the conversation's transcript stays valid."""
         data = {"role": role, "content": content or "", **fields}
         tokens = memory.message_tokens({**data, "content": content})
         with transaction.atomic():

@@ -121,6 +121,7 @@ def cancel_turn(request, turn_id: int):
         raise PermissionDenied("You may not cancel turns.")
     turn = get_object_or_404(Turn, pk=turn_id)
     if not cancellation.cancel_turn(turn_id=turn.pk, user=request.user):
+        turn.refresh_from_db(fields=["status"])  # it may have ended since it was read
         return HttpResponse(f"Turn {turn.pk} had already ended ({turn.status}).", status=409)
     if request.htmx:
         return HttpResponse(status=204)

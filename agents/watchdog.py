@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from .events import FailureReason, emit
 from .memory import message_tokens
-from .models import Message, Turn, TurnEvent
+from .models import Message, ToolApproval, Turn, TurnEvent
 
 log = logging.getLogger(__name__)
 EventType = TurnEvent.Type
@@ -93,19 +93,31 @@ def lease_held(turn_id: int, attempt: int):
 
 
 def fail_turn(turn_id: int, reason: str, message: str, *, detail: str = "", attempt: int | None = None) -> bool:
-    """Mark the unfinished turn failed and store its error and done events, in one transaction; False when it
-    had already ended (or, with `attempt`, when another run holds it)."""
+    """Mark the unfinished turn failed (end_turn); False when it had already ended (or, with `attempt`, when
+    another run holds it)."""
+    return end_turn(turn_id, Turn.Status.FAILED, reason, message, detail=detail, attempt=attempt)
+
+
+def end_turn(turn_id: int, status: str, reason: str, message: str, *, detail: str = "", phase: str = "error",
+             attempt: int | None = None) -> bool:  # fmt: skip
+    """End the unfinished turn early (failed, or cancelled by an operator), in one transaction: its status and
+    error, its pending approvals closed (nothing will resume it), its open tool calls answered, its error and
+    done events. False when it had already ended (or, with `attempt`, when another run holds it)."""
     unfinished = ~Q(status__in=Turn.ENDED)
     owned = Q(attempt=attempt) if attempt is not None else Q()
+    now = timezone.now()
     with transaction.atomic():
         updated = Turn.objects.filter(unfinished & owned, pk=turn_id).update(
-            status=Turn.Status.FAILED, error=detail or message, finished_at=timezone.now()
+            status=status, error=detail or message, finished_at=now
         )
         if not updated:
             return False
+        ToolApproval.objects.filter(turn_id=turn_id, status=ToolApproval.Status.PENDING).update(
+            status=ToolApproval.Status.EXPIRED, decided_at=now
+        )
         answer_open_tool_calls(turn_id, message)
-        emit(turn_id, EventType.ERROR, phase="error", message=message, reason=reason, detail=detail or message)
-        emit(turn_id, EventType.DONE, phase="done", status=Turn.Status.FAILED)
+        emit(turn_id, EventType.ERROR, phase=phase, message=message, reason=reason, detail=detail or message)
+        emit(turn_id, EventType.DONE, phase="done", status=status)
     return True
 
 

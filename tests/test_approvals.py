@@ -110,3 +110,17 @@ def test_the_end_user_confirms_through_the_api(waiting_turn, client, django_capt
     again = client.post(url, json.dumps({"approve": False}), content_type="application/json",
                         headers={"Authorization": f"Bearer {key}"})  # fmt: skip
     assert again.status_code == 409
+
+
+def test_cancelling_a_waiting_turn_closes_its_approval_and_answers_the_call(waiting_turn):
+    from agents.cancellation import cancel_turn
+
+    assert cancel_turn(turn_id=waiting_turn.pk, user=make_user("op", role="operator"))
+
+    approval = ToolApproval.objects.get(turn=waiting_turn)
+    assert approval.status == ToolApproval.Status.EXPIRED  # nothing will resume an ended turn
+    with pytest.raises(ApprovalClosed):
+        decide_approval(approval_id=approval.pk, user=make_user("late", role="operator"), approve=True)
+    (result,) = tool_results(waiting_turn)
+    assert "restart_container" in result and "may or may not have taken effect" in result
+    assert TurnEvent.objects.filter(turn=waiting_turn).order_by("sequence").last().type == TurnEvent.Type.DONE
