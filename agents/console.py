@@ -299,9 +299,10 @@ def needs_routing_log(event: dict) -> bool:
     return event["type"] == EventType.DONE or (event["type"] == EventType.ROUTING and event.get("phase") == "routing")
 
 
-def timeline_of(turn_id: int) -> dict | None:
-    """The turn's timeline from all its stored events (a live event redraws it whole)."""
-    return turn_timeline(stored_events(turn_id))
+def timeline_of(turn_id: int, up_to: int | None = None) -> dict | None:
+    """The turn's timeline from its stored events up to sequence `up_to` (a live event redraws it whole, as it
+    stood at that event: a gap filled event by event reads each prefix once, not the whole turn each time)."""
+    return turn_timeline(stored_events(turn_id, up_to=up_to))
 
 
 def routing_log(turn_id: int) -> RoutingLog | None:

@@ -39,7 +39,7 @@ async def _render(event: dict, can_decide: bool) -> str:
     if console.needs_routing_log(event):
         routing = await database_sync_to_async(console.routing_log)(event["turn"])
     if console.needs_timeline(event):
-        timeline = await database_sync_to_async(console.timeline_of)(event["turn"])
+        timeline = await database_sync_to_async(console.timeline_of)(event["turn"], event["sequence"])
     return console.render_event(event, can_decide=can_decide, routing=routing, timeline=timeline)
 
 

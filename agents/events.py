@@ -135,6 +135,8 @@ def emit(turn_id: int, type: str, *, phase: str = "", attempt: int | None = None
     raise RuntimeError(f"could not number an event of turn {turn_id} after 5 attempts")
 
 
-def stored_events(turn_id: int, *, after: int = 0) -> list[dict]:
+def stored_events(turn_id: int, *, after: int = 0, up_to: int | None = None) -> list[dict]:
     events = TurnEvent.objects.filter(turn_id=turn_id, sequence__gt=after).order_by("sequence")
+    if up_to is not None:
+        events = events.filter(sequence__lte=up_to)
     return [serialize(event) for event in events]

@@ -111,10 +111,13 @@ def test_the_live_timeline_after_the_last_event_is_the_one_the_page_shows_afterw
     client.force_login(owner)
     page = client.get(f"/console/{turn.conversation_id}/").content.decode()
     last = stored_events(turn.id)[-1]
-    live = render_event(last, can_decide=True, timeline=timeline_of(turn.id))
+    live = render_event(last, can_decide=True, timeline=timeline_of(turn.id, up_to=last["sequence"]))
 
     def section(html: str) -> str:
         return html.split(f'<details id="turn-{turn.id}-timeline"')[1].split("</details>")[0]
 
     assert section(live) == section(page)
     assert '<th scope="row">Steward</th>' in section(page) and "Tool calculate" in section(page)
+    # An earlier event (a gap filled) draws the timeline as it stood then: no tool step yet.
+    call = next(e for e in stored_events(turn.id) if e["type"] == "tool_call")
+    assert "Tool calculate" not in str(timeline_of(turn.id, up_to=call["sequence"] - 1))
