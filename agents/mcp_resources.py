@@ -127,12 +127,13 @@ class _Lists:
 _lists = _Lists()
 
 
-async def _offered() -> list[McpServer]:
+async def offered() -> list[McpServer]:
+    """The servers whose resources and prompts the caller may see (offered_servers, off the event loop)."""
     return await database_sync_to_async(offered_servers)()
 
 
 async def _all(kind: str, *, fresh: bool = False) -> list[tuple[McpServer, list[dict]]]:
-    servers = await _offered()
+    servers = await offered()
     lists = await asyncio.gather(*(_lists.get(server, kind, fresh=fresh) for server in servers))
     return list(zip(servers, lists, strict=True))
 
@@ -349,7 +350,7 @@ class _Listeners:
 
     async def tell(self, server_name: str, method: str) -> None:
         """Pass `method` on to the sessions that listed its kind, if the server offers (on this loop)."""
-        if not any(server.name == server_name for server in await _offered()):
+        if not any(server.name == server_name for server in await offered()):
             return
         notification = {RESOURCES_CHANGED: types.ResourceListChangedNotification(),
                         PROMPTS_CHANGED: types.PromptListChangedNotification()}[method]  # fmt: skip

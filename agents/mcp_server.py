@@ -61,7 +61,7 @@ from catalog.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_to
 from catalog.decision import CatalogEntry, RoutingDecision, current_catalog
 from catalog.mcp_client import observing
 from toolhub import rate_limits
-from toolhub.db_pool import RETRY_AFTER_SECONDS, is_pool_exhausted
+from toolhub.db_pool import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_exhausted
 
 from . import mcp_access, mcp_resources, mcp_subscriptions, oauth
 from .credentials import authenticate_bearer
@@ -82,7 +82,6 @@ API_KEY_SCOPE = "toolhub.api_key_id"  # the ASGI scope key under which the endpo
 NEUTRAL = RoutingDecision()  # no request yet: what policy allows with no intent, outside any workflow
 DEFAULT_RESULT_TOKENS = 1024
 SERVER_BUSY = -32050  # JSON-RPC implementation-defined server error: no database connection in time (HTTP 503)
-BUSY_MESSAGE = "The service is at its database connection limit; retry shortly."
 
 
 # --- what a session sees and may call (sync: ORM and the runtime's code) ---------------------------

@@ -33,7 +33,7 @@ from catalog.mcp_client import McpServerUnavailable, on_resource_updated
 from catalog.mcp_resources import UpstreamRefused, asubscribe, aunsubscribe
 from catalog.models import McpServer
 
-from .mcp_resources import NotOffered, offered_servers, refused_error, resource_owner
+from .mcp_resources import NotOffered, offered, refused_error, resource_owner
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ async def on_unsubscribe_resource(ctx, params: types.UnsubscribeRequestParams) -
 async def _unsubscribe_upstream(server_name: str, uri: str) -> None:
     """Nobody here wants `uri` any more: tell its server (best effort: a server that is gone forgot already)."""
     server = await database_sync_to_async(McpServer.objects.filter(name=server_name).first)()
-    if server is None:
+    if server is None or (server_name, uri) in _subscriptions.sessions:  # a session subscribed again meanwhile
         return
     try:
         await aunsubscribe(server, uri)
@@ -126,7 +126,7 @@ async def _tell(server_name: str, uri: str) -> None:
     key = (server_name, uri)
     if key not in _subscriptions.sessions:
         return
-    if not any(server.name == server_name for server in await database_sync_to_async(offered_servers)()):
+    if not any(server.name == server_name for server in await offered()):
         return
     notification = types.ResourceUpdatedNotification(params=types.ResourceUpdatedNotificationParams(uri=uri))
     for session_id, session in list(_subscriptions.sessions.get(key, {}).items()):

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
+from django.utils.functional import cached_property
 
 from catalog.models import Action
 
@@ -328,7 +329,7 @@ class RoutingLog(models.Model):
     def tokens_saved(self) -> int:
         return max(self.catalog_schema_tokens - self.loaded_schema_tokens - self.deferred_listing_tokens, 0)
 
-    @property
+    @cached_property
     def denied_by_reason(self) -> list[dict]:
         """The denied tools grouped by their reason, the largest group first: [{reason, count, names}]."""
         names_by_reason: dict[str, list[str]] = {}

@@ -157,8 +157,7 @@ async def acomplete(server, ref: dict, argument: dict, context: dict | None) -> 
 
 
 def _subscribable(connection) -> bool:
-    resources = connection.capabilities.resources if connection.capabilities is not None else None
-    return bool(resources and resources.subscribe)
+    return _offers(connection, "resources") and bool(connection.capabilities.resources.subscribe)
 
 
 async def asubscribe(server, uri: str) -> bool:

@@ -31,12 +31,14 @@ def is_pool_exhausted(exception: BaseException) -> bool:
     return False
 
 
+BUSY_MESSAGE = "The service is at its database connection limit; retry shortly."
+
+
 def busy_response(request):
-    message = "The service is at its database connection limit; retry shortly."
     if is_api_path(request.path):
-        response = api_error(503, message, type="server_error", code="service_unavailable")
+        response = api_error(503, BUSY_MESSAGE, type="server_error", code="service_unavailable")
     else:
-        response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+        response = HttpResponse(BUSY_MESSAGE, status=503, content_type="text/plain; charset=utf-8")
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
 
