@@ -102,8 +102,7 @@ def _locked(queryset, batch_size: int, *fields: str) -> list:
 def _record(figures: dict) -> None:
     """Add each day's figures to its RetentionDay under a row lock (two runs at once add, never overwrite)."""
     for day, add in sorted(figures.items()):
-        RetentionDay.objects.get_or_create(day=day)
-        summary = RetentionDay.objects.select_for_update().get(day=day)
+        summary, _ = RetentionDay.objects.select_for_update().get_or_create(day=day)
         for name in (
             "turns_done",
             "turns_failed",
