@@ -45,6 +45,8 @@ VIEW_POLICY = "catalog.view_toolpolicy"
 EDIT_POLICY = "catalog.change_toolpolicy"
 VIEW_SNIPPET = "catalog.view_knowledgesnippet"
 EDIT_SNIPPET = "catalog.change_knowledgesnippet"
+UNDO_SESSION_KEY = "knowledge_review_feedback"  # the feedback (with its Undo) a review without htmx redirects to
+UNDO_SECONDS = 15 * 60  # how long the Undo of a review stays valid
 
 
 def _tool_list_context(request) -> dict:
@@ -200,10 +202,6 @@ def _knowledge_context(request, feedback: dict | None = None, *, focus: str = ""
         "feedback": feedback,
         "focus_key": focus,
     }
-
-
-UNDO_SESSION_KEY = "knowledge_review_feedback"  # the feedback (with its Undo) a review without htmx redirects to
-UNDO_SECONDS = 15 * 60  # how long the Undo of a review stays valid
 
 
 @login_required
