@@ -80,7 +80,7 @@ def no_sideways_scroll(page) -> bool:
 
 
 @pytest.mark.parametrize("viewport", [WIDE, NARROW], ids=["1280", "390"])
-def test_mark_reviewed_says_so_and_undo_puts_the_row_back_by_keyboard(new_page, log_in, viewport):
+def test_mark_reviewed_says_so_and_undo_puts_the_row_back_by_keyboard(new_page, log_in, screenshot, viewport):
     late = stale_snippet("Browser test: undo me", overdue=400)
     before = (late.last_reviewed, late.reviewed_by_id, late.updated_at)
     page = new_page(viewport=viewport)
@@ -100,6 +100,7 @@ def test_mark_reviewed_says_so_and_undo_puts_the_row_back_by_keyboard(new_page, 
     undo = status.get_by_role("button", name="Undo")
     expect(undo).to_be_focused()  # the button pressed is gone: focus goes to what can take it back
     assert no_sideways_scroll(page)
+    screenshot(page, f"knowledge-reviewed-{viewport['width']}")
     page.keyboard.press("Enter")
     expect(status).to_contain_text("Review of “Browser test: undo me” undone.")
     expect(rows).to_have_count(count)
@@ -114,7 +115,7 @@ def test_mark_reviewed_says_so_and_undo_puts_the_row_back_by_keyboard(new_page, 
 
 
 @pytest.mark.parametrize("viewport", [WIDE, NARROW], ids=["1280", "390"])
-def test_simulating_a_confirmation_lists_the_calls_that_would_wait_for_approval(new_page, log_in, viewport):
+def test_simulating_a_confirmation_lists_the_calls_that_would_wait_for_approval(new_page, log_in, screenshot, viewport):
     policy = ToolPolicy.objects.get(tool__name=TOOL)
     assert not policy.requires_confirmation
     decision = RoutingDecision("get", frozenset(), 0.9).as_dict()
@@ -136,6 +137,7 @@ def test_simulating_a_confirmation_lists_the_calls_that_would_wait_for_approval(
     expect(changed).to_contain_text("where does example.com point")
     expect(changed).to_contain_text(f"{TOOL}: runs → needs approval")
     assert "/simulate" not in page.url and no_sideways_scroll(page)
+    screenshot(page, f"policy-simulation-confirmation-{viewport['width']}")
     policy.refresh_from_db()
     assert not policy.requires_confirmation and policy.version == 1  # simulating saved nothing
 
