@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from catalog.decision import RoutingDecision, current_catalog
 from catalog.forms import PolicyForm
 from catalog.models import Tool
-from catalog.policies import Replay, simulate_policy, snapshot_changes
+from catalog.policies import Replay, simulate_policy, snapshot_changes, summarize_simulation
 from catalog.selectors import catalog_schema_tokens, stale_snippets, tools_needing_policy
 
 from . import cancellation, console
@@ -255,19 +255,21 @@ def workflow_cancel(request, workflow_id: int):
 @permission_required("catalog.change_toolpolicy", raise_exception=True)
 @require_POST
 def policy_simulation(request, name: str):
-    """Replay the last N RoutingLogs under the posted draft policy; returns the policy page's simulation part."""
+    """Replay the last N RoutingLogs (their decisions and the tools they called) under the posted draft policy;
+    returns the policy page's simulation part."""
     tool = get_object_or_404(Tool.objects.select_related("policy"), name=name)
     form = PolicyForm(request.POST, policy=getattr(tool, "policy", None), for_simulation=True)
     context = {"tool": tool, "sim_form": form}
     if form.is_valid():
         count = form.cleaned_data["replay"] or DEFAULT_REPLAY
-        logs = list(RoutingLog.objects.only("query", "decision", "recommended", "created_at")[:count])
-        replays = [Replay(RoutingDecision.from_dict(log.decision), tuple(log.recommended)) for log in logs]
+        logs = list(RoutingLog.objects.only("query", "decision", "recommended", "called", "created_at")[:count])
+        replays = [
+            Replay(RoutingDecision.from_dict(log.decision), tuple(log.recommended), tuple(log.called)) for log in logs
+        ]
         results = simulate_policy(tool.name, form.draft(), replays, catalog=current_catalog())
         context |= {
             "rows": list(zip(logs, results, strict=True)),
-            "changed_count": sum(result.changed for result in results),
-            "token_change": sum(result.token_change for result in results),
+            "summary": summarize_simulation(results),
             "draft_changes": snapshot_changes(form.current, form.draft()),
         }
     template = "catalog/policy_detail.html#simulation" if request.htmx else "catalog/policy_simulation.html"

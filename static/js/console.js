@@ -1,5 +1,5 @@
-// toolhub console, overview, routing log and workflows pages: live-connection state, J/K row keys,
-// and swapping 409 answers (a closed approval, a stale workflow version) so their message shows.
+// toolhub console, overview, routing log, workflows and knowledge pages: live-connection state, J/K row keys,
+// and swapping 409 and 400 answers (a closed approval, a stale workflow version, a stale undo) so their message shows.
 (function () {
   "use strict";
 
