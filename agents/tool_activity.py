@@ -46,26 +46,24 @@ class ToolCallRow:
         return turn_link(conversation_id=self.conversation_id, turn_id=self.turn_id)
 
 
-def _calls(name: str, *, since: datetime.datetime, until: datetime.datetime) -> list[ToolCallRow]:
-    """The tool's calls started in [since, until), oldest first, each paired with its result (the turn's next
-    result of that tool: a turn runs its calls one after the other)."""
-    events = (
+def tool_event_rows(name: str, *, since: datetime.datetime):
+    """The tool's calls and results stored since `since`, by turn and in order, as the small values pairing
+    needs (never the arguments nor the result's content): read through the index turn_event_tool_calls."""
+    columns = ("pk", "turn_id", "conversation_id", "sequence", "type", "created_at",
+               "payload__is_error", "payload__refused", "payload__client")  # fmt: skip
+    return (
         TurnEvent.tool_events(name)
         .filter(created_at__gte=since)
         .annotate(conversation_id=F("turn__conversation_id"))
         .order_by("turn_id", "sequence")
-        .values_list(
-            "pk",
-            "turn_id",
-            "conversation_id",
-            "sequence",
-            "type",
-            "created_at",
-            "payload__is_error",
-            "payload__refused",
-            "payload__client",
-        )  # fmt: skip
+        .values_list(*columns)
     )
+
+
+def _calls(name: str, *, since: datetime.datetime, until: datetime.datetime) -> list[ToolCallRow]:
+    """The tool's calls started in [since, until), oldest first, each paired with its result (the turn's next
+    result of that tool: a turn runs its calls one after the other)."""
+    events = tool_event_rows(name, since=since)
     calls: list[ToolCallRow] = []
     open_calls: dict[int, list[ToolCallRow]] = {}
     for pk, turn_id, conversation_id, sequence, kind, at, is_error, refused, client in events:

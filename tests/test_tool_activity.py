@@ -3,10 +3,11 @@
 import datetime
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from agents.models import Conversation, Turn, TurnEvent
-from agents.tool_activity import Outcome, tool_activity
+from agents.tool_activity import Outcome, tool_activity, tool_event_rows
 from tests.builders import make_policy, make_tool, make_user
 
 pytestmark = pytest.mark.django_db
@@ -138,3 +139,13 @@ def test_the_page_takes_the_same_queries_whatever_the_number_of_calls(client, ow
     with django_assert_max_num_queries(8):
         page = client.get("/console/tools/calculate/").content.decode()
     assert 'id="activity-calls">50' in page
+
+
+@pytest.mark.postgres  # migration 0022's index matches the activity's WHERE clause (expression and condition)
+def test_the_activity_reads_a_tools_events_through_its_index():
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        sql, params = tool_event_rows("calculate", since=NOW - HOUR).query.sql_with_params()
+        cursor.execute(f"EXPLAIN {sql}", params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "turn_event_tool_calls" in plan, plan
