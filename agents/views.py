@@ -35,7 +35,14 @@ from .forms import (
     TurnSearchForm,
     WorkflowFilterForm,
 )
-from .metrics import QUALITY_WINDOWS, MetricsWindow, quality_window, routing_metrics, turns_total
+from .metrics import (
+    DEFAULT_QUALITY_WINDOW,
+    QUALITY_WINDOWS,
+    MetricsWindow,
+    quality_window,
+    routing_metrics,
+    turns_total,
+)
 from .models import Conversation, RoutingLog, ToolApproval, Turn, Workflow
 from .retention import retention_status
 from .tool_activity import tool_activity
@@ -143,8 +150,10 @@ def turn_search(request):
 def tool_activity_view(request, name: str):
     """A catalog tool's calls, errors and latency over a period, and its recent calls with links to their turns."""
     tool = get_object_or_404(Tool.objects.only("name", "description"), name=name)
-    form = ToolActivityForm(request.GET)
-    context = {"tool": tool, "form": form, "windows": QUALITY_WINDOWS}
+    params = request.GET.copy()
+    params.setdefault("window", DEFAULT_QUALITY_WINDOW.key)  # the select shows the period the figures cover
+    form = ToolActivityForm(params)
+    context = {"tool": tool, "form": form}
     if not form.is_valid():
         return render(request, "agents/tool_activity.html", context, status=400)
     window = form.period()

@@ -104,6 +104,7 @@ def test_the_page_shows_the_figures_and_links_each_recent_call_to_its_turn(clien
     client.force_login(make_user("viewer", role="viewer"))
     day = client.get("/console/tools/calculate/").content.decode()
     assert 'id="activity-calls">1' in day and 'id="activity-errors">1' in day and 'id="activity-p50">80 ms' in day
+    assert '<option value="24h" selected>' in day  # the period the figures cover, shown in its select
     assert f'href="/console/{events.turn.conversation_id}/#turn-{events.turn.pk}"' in day
     week = client.get("/console/tools/calculate/", {"window": "7d"}).content.decode()
     assert 'id="activity-calls">2' in week and 'id="activity-p95">80 ms' in week

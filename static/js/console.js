@@ -43,6 +43,8 @@
   }
   document.addEventListener("DOMContentLoaded", showTargetTurn);
   document.addEventListener("htmx:wsAfterMessage", showTargetTurn);
+  // Another turn's link on the same page: the thread is already live, so that turn is shown once.
+  window.addEventListener("hashchange", function () { targetShown = 1; showTargetTurn(); });
 
   document.addEventListener("htmx:beforeSwap", function (evt) {
     if (evt.detail.xhr && (evt.detail.xhr.status === 409 || evt.detail.xhr.status === 400)) {
