@@ -134,6 +134,11 @@ RULES = {
         # only the conversation's owner adds to it, and the owner here is another user
         {"GET": needs("viewer", 200), "POST": signed_in(403)},
     ),
+    "console/search/": ("/console/search/?q=sum&status=done", {"GET": needs("viewer", 200), "POST": everyone(405)}),
+    "console/tools/<tool:name>/": (
+        "/console/tools/get_weather/",
+        {"GET": needs("viewer", 200), "POST": everyone(405)},
+    ),
     "routing/": ("/routing/", {"GET": needs("viewer", 200), "POST": everyone(405)}),
     "routing/<int:log_id>/": ("/routing/{log}/", {"GET": needs("viewer", 200), "POST": everyone(405)}),
     "workflows/": ("/workflows/", {"GET": needs("viewer", 200), "POST": everyone(405)}),
