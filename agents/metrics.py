@@ -150,3 +150,8 @@ def recent_latencies(*, limit: int = 60) -> dict[str, list[int]]:
     """Steward and turn milliseconds of the last `limit` finished requests, oldest first."""
     logs = list(RoutingLog.objects.filter(turn_ms__isnull=False).values_list("steward_ms", "turn_ms")[:limit])[::-1]
     return {"steward": [steward or 0 for steward, _ in logs], "turn": [turn for _, turn in logs]}
+
+
+def recent_requests(*, limit: int = 10) -> list[RoutingLog]:
+    """The overview's latest routing logs, newest first, with only the columns it shows."""
+    return list(RoutingLog.objects.only("query", "fallback", "loaded_schema_tokens", "created_at")[:limit])

@@ -3,7 +3,7 @@
 from django.template.loader import render_to_string
 
 from .charts import bar_chart, line_chart
-from .metrics import live_counters, recent_latencies, turns_per_minute
+from .metrics import live_counters, recent_latencies, recent_requests, turns_per_minute, turns_total
 
 TEMPLATE = "agents/overview.html"
 
@@ -12,6 +12,8 @@ def live_context() -> dict:
     latencies = recent_latencies()
     return {
         "counters": live_counters(),
+        "turns_total": turns_total(),
+        "routing_logs": recent_requests(),
         "turns_chart": bar_chart(turns_per_minute(), label="Turns per minute over the last hour"),
         "latency_chart": line_chart(
             {"turn": latencies["turn"], "steward": latencies["steward"]},

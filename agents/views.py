@@ -28,7 +28,7 @@ from .access import START_TURN, allows
 from .approvals import PERMISSION as DECIDE_PERMISSION
 from .approvals import ApprovalClosed, decide_approval
 from .forms import CancelWorkflowForm, ChatForm, RoutingFilterForm, WorkflowFilterForm
-from .metrics import QUALITY_WINDOWS, MetricsWindow, quality_window, routing_metrics, turns_total
+from .metrics import QUALITY_WINDOWS, MetricsWindow, quality_window, routing_metrics
 from .models import Conversation, RoutingLog, ToolApproval, Turn, Workflow
 from .retention import retention_status
 from .turns import start_console_turn
@@ -50,9 +50,7 @@ def overview(request):
         "tool_count": Tool.objects.filter(enabled=True).count(),
         "needs_policy_count": tools_needing_policy().count(),
         "catalog_tokens": catalog_schema_tokens(),
-        "turns_total": turns_total(),
         "retention": retention_status(),
-        "routing_logs": RoutingLog.objects.only("query", "fallback", "loaded_schema_tokens", "created_at")[:10],
         "stale_snippet_count": len(stale_snippets()),
         **live_overview.live_context(),
     }
