@@ -41,7 +41,6 @@ from .metrics import (
     MetricsWindow,
     quality_window,
     routing_metrics,
-    turns_total,
 )
 from .models import Conversation, RoutingLog, ToolApproval, Turn, Workflow
 from .retention import retention_status
@@ -66,9 +65,7 @@ def overview(request):
         "tool_count": Tool.objects.filter(enabled=True).count(),
         "needs_policy_count": tools_needing_policy().count(),
         "catalog_tokens": catalog_schema_tokens(),
-        "turns_total": turns_total(),
         "retention": retention_status(),
-        "routing_logs": RoutingLog.objects.only("query", "fallback", "loaded_schema_tokens", "created_at")[:10],
         "stale_snippet_count": len(stale_snippets()),
         **live_overview.live_context(),
     }

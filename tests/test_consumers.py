@@ -12,7 +12,7 @@ from django.db import connections
 
 from agents.consumers import FORBIDDEN
 from agents.events import CONSOLE_GROUP, MESSAGE_TYPE, emit, serialize
-from agents.models import Conversation, Message, Turn, TurnEvent
+from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
 from agents.routing import websocket_urlpatterns
 from agents.turns import create_turn
 from tests.builders import make_user
@@ -204,4 +204,19 @@ async def test_the_overview_refreshes_its_counters_when_a_turn_moves_and_ignores
     await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
     refreshed = await socket.receive_from(timeout=3)
     assert 'id="overview-live"' in refreshed and 'data-counter="turns_last_minute">1<' in refreshed
+    await socket.disconnect()
+
+
+async def test_the_overview_refresh_carries_the_turn_total_and_the_new_request_row(communicator):
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    socket = communicator("/ws/overview/", viewer)
+    assert (await socket.connect())[0]
+    first = await socket.receive_from()
+    assert 'data-counter="turns_total">0<' in first and "No requests yet." in first
+    turn = await new_turn(viewer, "Which rules expire this week?")
+    await sync_to_async(RoutingLog.objects.create)(turn=turn, query="Which rules expire this week?", decision={})
+    await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
+    refreshed = await socket.receive_from(timeout=3)
+    assert 'data-counter="turns_total">1<' in refreshed
+    assert "Which rules expire this week?</a>" in refreshed and "No requests yet." not in refreshed
     await socket.disconnect()
