@@ -187,8 +187,8 @@ class Layout:
         self.processes: dict[str, tuple[subprocess.Popen, object]] = {}
 
     def start(self, *names: str) -> None:
-        """Start these processes (all when none is named) at once; the caller waits for what it needs."""
-        for name in names or self.commands:
+        """Start these processes at once; the caller waits for what it needs."""
+        for name in names:
             log = tempfile.TemporaryFile()
             process = subprocess.Popen(["sh", "-c", f"exec {self.commands[name]}"], cwd=ROOT, env=self.env,
                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip

@@ -1,11 +1,12 @@
 """The production layout (README "Production layout") started from its shipped files, then broken on purpose.
 
-deploy/Procfile's processes (two Daphne, two Celery workers, beat, HAProxy with deploy/haproxy.cfg) after its
-release step (migrate, collectstatic), configured by deploy/toolhub.env.example with this run's PostgreSQL and
-Redis, a Celery queue of the test's own, free ports and a scripted model server in this process. Requests and
-console sockets go through the balancer, which names the process that answered (X-Served-By); a test that needs
-a socket on a given process opens sockets until one lands there (leastconn sends the next elsewhere).
-Console views are read as the browser shows them: the history the socket sends first, then each live fragment.
+deploy/Procfile's processes (two Daphne, two Celery workers, beat, HAProxy with deploy/haproxy.cfg), started at
+once after the release step's collectstatic (the test database is migrated already), configured by
+deploy/toolhub.env.example with this run's PostgreSQL and Redis, a Celery queue of the test's own, free ports and
+a scripted model server in this process. Requests and console sockets go through the balancer, which names the
+process that answered (X-Served-By); a test that needs a socket on a given process opens sockets until one lands
+there (leastconn sends the next elsewhere). Console views are read as the browser shows them: the history the
+socket sends first, then each live fragment.
 """
 
 import asyncio
@@ -76,6 +77,15 @@ class RunningLayout(Layout):
 
         wait_until(answers, READY_SECONDS, f"{name} answering a ping")
 
+    def wait_for_all(self) -> None:
+        port = int(self.env["TOOLHUB_BALANCER_BIND"].rsplit(":", 1)[1])
+        wait_for_port(port, self.process("balancer"), self.processes["balancer"][1])
+        for web in WEBS:
+            self.wait_for_web(web)
+        for worker in WORKERS:
+            self.wait_for_worker(worker)
+        self.alive("beat")
+
     def socket(self, path: str, session: str) -> Probe:
         """A console socket through the balancer, once it has sent the history (its first message)."""
         probe = asyncio.run_coroutine_threadsafe(open_socket(self.url, path, session), self.loop).result(90)
@@ -106,7 +116,7 @@ def model():
 
 
 @pytest.fixture(scope="module")
-def layout(django_db_setup, django_db_blocker, model, tmp_path_factory):
+def started_layout(django_db_setup, model, tmp_path_factory):
     from django.conf import settings
 
     example = parse((ROOT / "deploy" / "toolhub.env.example").read_text())
@@ -134,22 +144,26 @@ def layout(django_db_setup, django_db_blocker, model, tmp_path_factory):
             "TOOLHUB_WARM_START": "0",  # the router loads on a worker's first turn; the web processes never need it
         }
     )
-    manage(env, "migrate", "--noinput")  # the release step (the test database is migrated already)
-    manage(env, "collectstatic", "--noinput")
     running = RunningLayout(env)
-    running.start()
+    running.start("balancer", *WORKERS, "beat")
     try:
-        balancer = int(env["TOOLHUB_BALANCER_BIND"].rsplit(":", 1)[1])
-        wait_for_port(balancer, running.process("balancer"), running.processes["balancer"][1])
-        for web in WEBS:
-            running.wait_for_web(web)
-        for worker in WORKERS:
-            running.wait_for_worker(worker)
-        running.alive("beat")
+        manage(env, "collectstatic", "--noinput")  # the release step (the test database is migrated already)
+        running.start(*WEBS)  # WhiteNoise reads STATIC_ROOT as the process starts
+        running.wait_for_all()
         yield running
     finally:
         running.stop()
         running.loop.call_soon_threadsafe(running.loop.stop)
+
+
+@pytest.fixture
+def layout(started_layout):
+    """The layout with every process running: what an earlier test killed is started again."""
+    missing = [name for name in started_layout.commands if name not in started_layout.processes]
+    if missing:
+        started_layout.start(*missing)
+        started_layout.wait_for_all()
+    return started_layout
 
 
 @pytest.fixture
@@ -165,14 +179,14 @@ def scripted(model):
 @pytest.fixture
 def api_key():
     restore_migrated_routing_data()
-    return create_api_key(user=make_user(username="on-call"), name="layout")[1]
+    return create_api_key(user=make_user(username="on-call", password=None), name="layout")[1]
 
 
 @pytest.fixture
 def session():
     """A logged-in operator's session id: the console sockets' cookie."""
     client = Client()
-    client.force_login(make_user(username="watcher"))
+    client.force_login(make_user(username="watcher", password=None))
     return client.cookies["sessionid"].value
 
 
@@ -222,6 +236,18 @@ def assert_whole_and_in_order(probe: Probe, turn: Turn) -> ConsoleView:
     assert sequences == sorted(set(sequences)), sequences
     assert view.content == ANSWER
     return view
+
+
+def test_static_files_come_from_collectstatic_through_the_balancer(layout):
+    page = layout.get("/login/")
+    stylesheet = re.search(rb'href="(/static/[^"]+\.css)"', page.body).group(1).decode()
+    static = layout.get(stylesheet, {"Accept-Encoding": "gzip"})
+
+    assert page.status == 200 and page.getheader("X-Served-By") in WEBS
+    assert re.search(r"\.[0-9a-f]{12}\.css$", stylesheet)  # the manifest's hashed name
+    assert static.status == 200
+    assert static.getheader("Content-Encoding") == "gzip"  # compressed once, at collectstatic
+    assert "immutable" in static.getheader("Cache-Control")
 
 
 def test_a_console_on_one_process_follows_a_turn_started_through_the_other_live_and_in_order(
@@ -306,18 +332,3 @@ def test_a_worker_killed_mid_turn_leaves_the_other_to_finish_every_turn_once(lay
         ended_once(turn)
         assert turn.status == Turn.Status.DONE
         no_event_twice(turn)
-
-    layout.start("worker1")
-    layout.wait_for_worker("worker1")
-
-
-def test_static_files_come_from_collectstatic_through_the_balancer(layout):
-    page = layout.get("/login/")
-    stylesheet = re.search(rb'href="(/static/[^"]+\.css)"', page.body).group(1).decode()
-    static = layout.get(stylesheet, {"Accept-Encoding": "gzip"})
-
-    assert page.status == 200 and page.getheader("X-Served-By") in WEBS
-    assert re.search(r"\.[0-9a-f]{12}\.css$", stylesheet)  # the manifest's hashed name
-    assert static.status == 200
-    assert static.getheader("Content-Encoding") == "gzip"  # compressed once, at collectstatic
-    assert "immutable" in static.getheader("Cache-Control")
