@@ -1,4 +1,5 @@
-"""Real server processes for integration tests: Daphne and a Celery worker, started like a deployment."""
+"""Real server processes for integration tests: Daphne, a Celery worker, the production layout of deploy/Procfile,
+started like a deployment."""
 
 import os
 import signal
