@@ -14,6 +14,7 @@ import html
 import http.client
 import re
 import threading
+import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -33,7 +34,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 WEBS = ("web1", "web2")
 WORKERS = ("worker1", "worker2")
-LEASE = 4  # seconds: the watchdog (on beat, every third of it) takes over a dead worker's turn soon
+LEASE = 4  # seconds: the watchdog (on beat every third of it, and from waiting streams) takes over a dead worker's turn
 ANSWER = "Hello! I am well, thank you for asking."
 READY_SECONDS = 120
 ITEM = re.compile(r'<li id="event-(\d+)-(\d+)"')
@@ -281,8 +282,10 @@ def test_a_web_process_killed_mid_turn_loses_no_event_for_its_sockets_and_no_str
     steady = layout.socket_on(survivor, path, session)
 
     layout.kill(victim)
+    killed = time.monotonic()
     wait_until(lambda: doomed.ended, 30, "the killed process's socket dropping")
     reconnected = layout.socket(path, session)  # as the htmx ws extension does, through the balancer
+    replayed_in = time.monotonic() - killed
     scripted.released.set()
     stream.read_all()
     for probe in (steady, reconnected):
@@ -304,7 +307,10 @@ def test_a_web_process_killed_mid_turn_loses_no_event_for_its_sockets_and_no_str
     assert after.served_by == survivor and not after.errors and after.text == ANSWER
 
     layout.start(victim)  # a deploy restarts it: the balancer sends it connections again
+    restarted = time.monotonic()
     layout.wait_for_web(victim)
+    print(f"{victim} killed: its socket reconnected and had the history {replayed_in:.1f} s after the kill; "
+          f"restarted, it served through the balancer {time.monotonic() - restarted:.1f} s later")  # fmt: skip
 
 
 def test_a_worker_killed_mid_turn_leaves_the_other_to_finish_every_turn_once(layout, scripted, api_key):
@@ -315,10 +321,14 @@ def test_a_worker_killed_mid_turn_leaves_the_other_to_finish_every_turn_once(lay
     # One turn in each worker: one pool child each, and a child holds one unacknowledged turn at a time.
     wait_until(lambda: len(scripted.requests) == 2, 120, "both workers asking the model")
     layout.kill("worker1")
+    killed = time.monotonic()
     scripted.behaviour = "ok"
     scripted.released.set()
     for stream in streams:
         stream.read_all()
+    print(
+        f"worker1 killed: both held turns answered {time.monotonic() - killed:.1f} s after the kill (lease {LEASE} s)"
+    )
     after = Stream(layout.url, api_key, "one more question")
     after.read_all()
     layout.alive("worker2")
@@ -326,7 +336,8 @@ def test_a_worker_killed_mid_turn_leaves_the_other_to_finish_every_turn_once(lay
     for stream in [*streams, after]:
         assert not stream.errors and stream.text == ANSWER
     turns = list(Turn.objects.order_by("id"))
-    # The dead worker's turn showed nothing yet: the watchdog queued it again once, and worker2 ran it.
+    # The dead worker's turn showed nothing yet: the watchdog (on beat, or called by the turn's waiting stream)
+    # queued it again once, and worker2 ran it.
     assert sorted(turn.attempt for turn in turns) == [1, 1, 2]
     for turn in turns:
         ended_once(turn)
