@@ -76,8 +76,10 @@ class Probe:
         status = await self.reader.readline()
         if b" 101 " not in status:
             raise ConnectionError(f"handshake refused: {status!r}")
-        while (await self.reader.readline()) not in (b"\r\n", b""):
-            pass
+        self.headers = {}  # of the handshake's answer, names lowercased (a balancer's X-Served-By among them)
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            self.headers[name.strip().lower()] = value.strip()
         self.task = asyncio.ensure_future(self.read())
         return self
 
