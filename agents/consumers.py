@@ -1,12 +1,14 @@
 """Console WebSockets: send HTML fragments (htmx ws extension, out-of-band swaps) for the turn events they follow.
 
 Thin: check the permission on connect (anonymous or without
-agents.view_turn -> closed before accept), join the `console` group, send
-the current state as one fragment, then one fragment per live event.
-Rendering lives in agents.console and agents.overview. Never writes.
+agents.view_turn -> closed before accept), join the process's console
+fan-out (agents/fanout.py: one channel in the `console` group per
+process, not one per socket), send the current state as one fragment,
+then one fragment per live event. Rendering lives in agents.console and
+agents.overview (an event's fragment once per process). Never writes.
 
 A conversation viewer sees the stored history first, then live events:
-it joins the group before reading the store, drops what it already sent
+it joins the fan-out before reading the store, drops what it already sent
 (sequence <= last) and fills any gap from the store, so nothing is missed
 or shown twice.
 """
@@ -16,11 +18,14 @@ import time
 from collections import OrderedDict
 
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.utils import await_many_dispatch
 
 from . import console, overview
 from .approvals import PERMISSION as DECIDE_PERMISSION
-from .events import CONSOLE_GROUP
+from .events import MESSAGE_TYPE
+from .fanout import FanoutLost, console_fanout
 from .models import Conversation, TurnEvent
 
 VIEW_PERMISSION = "agents.view_turn"
@@ -61,6 +66,28 @@ def _permissions(user) -> tuple[bool, bool]:
 
 
 class ConsoleBase(AsyncWebsocketConsumer):
+    async def __call__(self, scope, receive, send):
+        """AsyncConsumer's loop with the socket's inbox (the process's console fan-out) in place of a channel of its
+        own: one message at a time, WebSocket messages and turn events in the order they came."""
+        self.scope = scope
+        self.channel_layer = None  # the fan-out follows the group; this socket has no channel
+        self.inbox = asyncio.Queue()
+        self.base_send = send
+        try:
+            await await_many_dispatch([receive, self.inbox.get], self.dispatch)
+        except StopConsumer:
+            pass
+        finally:
+            await console_fanout().leave(self.inbox)
+
+    async def dispatch(self, message):
+        if message["type"] == MESSAGE_TYPE:
+            # Not through AsyncConsumer.dispatch: its close_old_connections is a thread hop per socket and event,
+            # and every database read here goes through database_sync_to_async, which does it in its thread.
+            await self.turn_event(message)
+        else:
+            await super().dispatch(message)
+
     async def connect(self):
         self.may_view, self.can_decide = await _permissions(self.scope["user"])
         if not self.may_view:
@@ -70,11 +97,11 @@ class ConsoleBase(AsyncWebsocketConsumer):
             await self.close(code=NOT_FOUND)
             return
         await self.accept()
-        await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
+        await console_fanout().join(self.inbox)
         await self.send(text_data=await self.snapshot())
 
-    async def disconnect(self, code):
-        await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
+    async def fanout_lost(self, message):
+        raise FanoutLost("the channel layer failed: this socket may have missed events (it reconnects and replays)")
 
     async def prepare(self) -> bool:
         return True
@@ -176,4 +203,3 @@ class OverviewConsumer(ConsoleBase):
     async def disconnect(self, code):
         if getattr(self, "pending", None) is not None:
             self.pending.cancel()
-        await super().disconnect(code)
