@@ -19,7 +19,6 @@ hold the GIL against the sockets during the first turn.
 
 import argparse
 import asyncio
-import base64
 import http.client
 import os
 import re
@@ -35,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
 
+from tests.console_socket import ConsoleSocket, open_socket  # noqa: E402
 from tests.servers import celery_worker, daphne, daphne_process, embedded_env, manage, output_of  # noqa: E402
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432"
@@ -63,81 +63,6 @@ def pct(values: list[float], fraction: float) -> float | None:
     return None if value is None else round(value, 1)
 
 
-class Probe:
-    """One console viewer on a minimal RFC 6455 client (asyncio streams): records (receipt time, text) of each message.
-
-    A hand-written client because autobahn's asyncio flavour cannot share a process with Daphne's twisted one.
-    """
-
-    def __init__(self):
-        self.messages: list[tuple[float, str]] = []
-        self.ended = ""  # why reading stopped, if it did
-
-    async def open(self, base: str, path: str, session: str) -> "Probe":
-        url = urlsplit(base)
-        self.reader, self.writer = await asyncio.open_connection(url.hostname, url.port)
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.writer.write(
-            f"GET {path} HTTP/1.1\r\nHost: {url.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {base}\r\n"
-            f"Cookie: sessionid={session}\r\n\r\n".encode()
-        )
-        status = await self.reader.readline()
-        if b" 101 " not in status:
-            raise ConnectionError(f"handshake refused: {status!r}")
-        while (await self.reader.readline()) not in (b"\r\n", b""):
-            pass
-        self.task = asyncio.ensure_future(self.read())
-        return self
-
-    async def read(self) -> None:
-        try:
-            await self.read_frames()
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            self.ended = f"{type(exc).__name__}: {exc}"
-
-    async def read_frames(self) -> None:
-        text = b""
-        while True:
-            head = await self.reader.readexactly(2)
-            length = head[1] & 0x7F
-            if length == 126:
-                length = int.from_bytes(await self.reader.readexactly(2), "big")
-            elif length == 127:
-                length = int.from_bytes(await self.reader.readexactly(8), "big")
-            payload = await self.reader.readexactly(length)
-            opcode = head[0] & 0x0F
-            if opcode == 0x8:  # close
-                self.ended = f"closed by the server: {int.from_bytes(payload[:2], 'big') if payload else ''}"
-                return
-            if opcode == 0x9:  # Daphne pings every 20 s and drops a socket that never answers
-                self.send_frame(0xA, payload)
-                continue
-            if opcode in (0x1, 0x0):
-                text += payload
-                if head[0] & 0x80:  # final fragment
-                    self.messages.append((time.time(), text.decode()))
-                    text = b""
-
-    def send_frame(self, opcode: int, payload: bytes) -> None:
-        mask = os.urandom(4)  # client frames are masked; payloads here are under 126 bytes
-        masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
-        self.writer.write(bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked)
-
-    async def close(self) -> None:
-        self.task.cancel()
-        try:
-            self.send_frame(0x8, b"")
-            await self.writer.drain()
-        except OSError:
-            pass  # already closed by the server
-        self.writer.close()
-
-
-async def open_socket(base: str, path: str, session: str) -> Probe:
-    return await asyncio.wait_for(Probe().open(base, path, session), 60)
-
-
 def in_order_once(live: list[tuple[float, str]], sequences: list[int]) -> bool:
     """One message per stored event, in sequence order: each fragment that names its event names the right one."""
     if len(live) != len(sequences):
@@ -159,7 +84,7 @@ async def watch_turn(bases: list[str], session: str, sockets: int, timeout: floa
     turn = await sync_to_async(lambda: create_turn(Conversation.objects.create(owner=owner, title=QUERY), QUERY))()
     path = f"/ws/console/{turn.conversation_id}/"
     connect_start = time.perf_counter()
-    factories: list[Probe] = []
+    factories: list[ConsoleSocket] = []
     for first in range(0, sockets, CONNECT_BATCH):
         batch = range(first, min(first + CONNECT_BATCH, sockets))
         factories += await asyncio.gather(*(open_socket(bases[i % len(bases)], path, session) for i in batch))
