@@ -16,6 +16,7 @@ or shown twice.
 import asyncio
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
@@ -32,11 +33,21 @@ VIEW_PERMISSION = "agents.view_turn"
 FORBIDDEN = 4403  # close code: not logged in or no permission (the htmx ws extension does not reconnect)
 NOT_FOUND = 4404
 OVERVIEW_REFRESH_SECONDS = 1.0
-FRAGMENT_CACHE_SIZE = 2048
+SHARED_CACHE_SIZE = 2048
 
-# Every viewer of a turn gets the same fragment for an event: render it (and read its routing log) once per process.
-# The cache holds tasks, so viewers that receive the event at the same moment share one rendering.
-_fragments: OrderedDict[tuple, asyncio.Task] = OrderedDict()
+# Every viewer of a turn gets the same fragment for an event, and every list viewer the same row: render it (and read
+# what it shows) once per process. The cache holds tasks, so viewers that get the event at the same moment share one.
+_shared: OrderedDict[tuple, asyncio.Task] = OrderedDict()
+
+
+async def once_per_process(key: tuple, make: Callable[[], Awaitable]):
+    """`await make()` for the first socket that needs `key`; the others get the same result (a failure is retried)."""
+    task = _shared.get(key)
+    if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+        task = _shared[key] = asyncio.ensure_future(make())
+        if len(_shared) > SHARED_CACHE_SIZE:
+            _shared.popitem(last=False)
+    return await asyncio.shield(task)
 
 
 async def _render(event: dict, can_decide: bool) -> str:
@@ -49,13 +60,8 @@ async def _render(event: dict, can_decide: bool) -> str:
 
 
 async def event_fragment(event: dict, *, can_decide: bool) -> str:
-    key = (event["turn"], event["sequence"], event.get("created_at"), can_decide)  # an event never changes
-    task = _fragments.get(key)
-    if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-        task = _fragments[key] = asyncio.ensure_future(_render(event, can_decide))
-        if len(_fragments) > FRAGMENT_CACHE_SIZE:
-            _fragments.popitem(last=False)
-    return await asyncio.shield(task)
+    key = ("fragment", event["turn"], event["sequence"], event.get("created_at"), can_decide)  # an event never changes
+    return await once_per_process(key, lambda: _render(event, can_decide))
 
 
 @database_sync_to_async
@@ -124,7 +130,9 @@ class ConversationListConsumer(ConsoleBase):
         turn_id = event["turn"]
         conversation_id = self.conversations.get(turn_id)
         if conversation_id is None:
-            conversation_id = await database_sync_to_async(console.conversation_of)(turn_id)
+            conversation_id = await once_per_process(
+                ("conversation", turn_id), lambda: database_sync_to_async(console.conversation_of)(turn_id)
+            )
             if conversation_id is None:
                 return
             self.conversations[turn_id] = conversation_id
@@ -134,7 +142,10 @@ class ConversationListConsumer(ConsoleBase):
             return
         if event["type"] not in console.ROW_EVENT_TYPES and conversation_id in self.listed:
             return
-        rows = await database_sync_to_async(console.conversation_rows)(ids=[conversation_id])
+        rows = await once_per_process(
+            ("row", turn_id, event["sequence"], event.get("created_at")),
+            lambda: database_sync_to_async(console.conversation_rows)(ids=[conversation_id]),
+        )
         if rows:
             await self.send(text_data=console.render_row_update(rows[0], listed=conversation_id in self.listed))
             self.listed.add(conversation_id)

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.db import connections
 
-from agents import fanout
+from agents import console, fanout
 from agents.consumers import FORBIDDEN
 from agents.events import CONSOLE_GROUP, MESSAGE_TYPE, emit, serialize
 from agents.fanout import LOST, FanoutLost, GroupFanout, console_fanout
@@ -320,3 +320,20 @@ async def test_a_socket_told_its_process_lost_the_group_fails_so_the_browser_rec
     with pytest.raises(FanoutLost):  # Daphne closes a socket whose application failed with 1011: htmx reconnects
         await socket.receive_from()
     assert not console_fanout().inboxes
+
+
+async def test_list_viewers_of_a_process_share_one_read_of_a_changed_row(communicator, monkeypatch):
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    reads = []
+    rows = console.conversation_rows
+    monkeypatch.setattr(console, "conversation_rows", lambda **kwargs: reads.append(kwargs) or rows(**kwargs))
+    sockets = [communicator("/ws/console/", viewer) for _ in range(3)]
+    for socket in sockets:
+        assert (await socket.connect())[0]
+        await socket.receive_from()
+    turn = await new_turn(viewer, "What is 6 * 7?")
+    await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
+    for socket in sockets:
+        inserted = await socket.receive_from()
+        assert 'hx-swap-oob="afterbegin:#conversation-list"' in inserted and "What is 6 * 7?" in inserted
+    assert [read for read in reads if "ids" in read] == [{"ids": [turn.conversation_id]}]  # one read, not three
