@@ -7,8 +7,10 @@ afterwards) with Redis, one Celery worker and --daphnes Daphne processes
 the Daphnes' ports, connected to each directly (no balancer in between);
 every socket must then receive one fragment per stored event, in sequence
 order, none twice. Delivery latency is receipt time minus the event's
-created_at (stored before commit and broadcast, so it includes both). Then
-the console pages' render time over plain GETs.
+created_at (stored before commit and broadcast, so it includes both); the
+first socket's latency of an event is the way to the web processes (commit,
+broadcast, Redis), the spread from the first to the last socket the fan-out's
+own cost. Then the console pages' render time over plain GETs.
 
 The Daphnes run without their start-up warm-up (TOOLHUB_WARM_START=0): the
 console never searches, and loading the embedding model in a thread would
@@ -126,6 +128,8 @@ async def watch_turn(bases: list[str], session: str, sockets: int, timeout: floa
             "in_order_once": exact,
             "out_of_order": out_of_order, "incomplete": incomplete,
             "p50_by_sequence": {k: pct(v, 0.5) for k, v in by_sequence.items()},
+            "first_by_sequence": {k: round(min(v), 1) for k, v in by_sequence.items()},
+            "spreads": [max(v) - min(v) for v in by_sequence.values()],
             "snapshots_ok": all(s == 1 for s in snapshots), "latencies": latencies,
             "connect_seconds": connect_seconds, "status": status}  # fmt: skip
 
@@ -202,10 +206,13 @@ def run(env: dict, args) -> dict:
         problems = [line for base in bases for line in output_of(daphne_process(base).log).splitlines()
                     if "ERROR" in line or "Exception" in line]  # fmt: skip
     latencies = [ms for turn in turns for ms in turn["latencies"]]
+    spreads = [ms for turn in turns for ms in turn["spreads"]]
     return {
         "sockets": args.sockets,
         "daphnes": args.daphnes,
-        "turns": [{k: v for k, v in t.items() if k != "latencies"} for t in turns],
+        "turns": [{k: v for k, v in t.items() if k not in ("latencies", "spreads")} for t in turns],
+        "spread_p50": pct(spreads, 0.5),
+        "spread_max": round(max(spreads), 1) if spreads else None,
         "deliveries": len(latencies),
         "latency_p50": pct(latencies, 0.5),
         "latency_p95": pct(latencies, 0.95),
@@ -239,10 +246,13 @@ def report(f: dict) -> None:
               f"{turn['out_of_order']} out-of-order messages; history snapshot first on every socket: "
               f"{turn['snapshots_ok']}; opened in {turn['connect_seconds']:.1f} s")  # fmt: skip
         print(f"    p50 ms by event sequence: {turn['p50_by_sequence']}")
+        print(f"    first socket's ms by event sequence: {turn['first_by_sequence']}")
         for socket in turn["incomplete"]:
             print(f"    incomplete socket: {socket}")
     print(f"\nDelivery latency, event stored -> fragment received ({f['deliveries']} deliveries): "
           f"p50 {f['latency_p50']} ms, p95 {f['latency_p95']} ms, max {f['latency_max']} ms")  # fmt: skip
+    print(f"Fan-out spread, first socket -> last socket to receive an event: p50 {f['spread_p50']} ms, "
+          f"max {f['spread_max']} ms")  # fmt: skip
     print(f"Page render (GET, full body, {f['gets']} each): /console/ p50 {f['list_p50']} ms, p95 {f['list_p95']} ms; "
           f"/console/<id>/ p50 {f['thread_p50']} ms, p95 {f['thread_p95']} ms")  # fmt: skip
     for line in f["daphne_problems"]:
