@@ -93,6 +93,7 @@ def daphne(env: dict):
     port = free_port()
     endpoint = f"tcp:port={port}:interface=127.0.0.1:backlog={LISTEN_BACKLOG}"
     process, log = start([str(BIN / "daphne"), "-e", endpoint, "toolhub.asgi:application"], env)
+    process.log = log  # the caller may read it (output_of) while the server runs
     _daphnes[f"http://127.0.0.1:{port}"] = process
     try:
         wait_for_port(port, process, log)

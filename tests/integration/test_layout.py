@@ -23,7 +23,7 @@ from honcho.environ import parse
 
 from agents.api_keys import create_api_key
 from agents.models import Turn, TurnEvent
-from tests.bench.console_bench import Probe, open_socket
+from tests.console_socket import ConsoleSocket as Probe, open_socket
 from tests.builders import make_user, restore_migrated_routing_data
 from tests.scripted_openai import ScriptedOpenAI
 from tests.servers import ROOT, Layout, database_env, free_port, manage, wait_for_port
@@ -49,7 +49,7 @@ class RunningLayout(Layout):
         super().__init__(env)
         self.url = f"http://{env['TOOLHUB_BALANCER_BIND']}"
         self.queue = env["TOOLHUB_CELERY_QUEUE"]
-        self.loop = asyncio.new_event_loop()  # the console sockets' (tests/bench/console_bench.py's Probe)
+        self.loop = asyncio.new_event_loop()  # the console sockets' (tests/console_socket.py)
         threading.Thread(target=self.loop.run_forever, name="layout-sockets", daemon=True).start()
 
     def get(self, path: str, headers: dict | None = None) -> http.client.HTTPResponse:
