@@ -23,8 +23,8 @@ from honcho.environ import parse
 
 from agents.api_keys import create_api_key
 from agents.models import Turn, TurnEvent
-from tests.console_socket import ConsoleSocket as Probe, open_socket
 from tests.builders import make_user, restore_migrated_routing_data
+from tests.console_socket import ConsoleSocket, open_socket
 from tests.scripted_openai import ScriptedOpenAI
 from tests.servers import ROOT, Layout, database_env, free_port, manage, wait_for_port
 from tests.streams import Stream, ended_once, no_event_twice, wait_until
@@ -87,14 +87,14 @@ class RunningLayout(Layout):
             self.wait_for_worker(worker)
         self.alive("beat")
 
-    def socket(self, path: str, session: str) -> Probe:
+    def socket(self, path: str, session: str) -> ConsoleSocket:
         """A console socket through the balancer, once it has sent the history (its first message)."""
         probe = asyncio.run_coroutine_threadsafe(open_socket(self.url, path, session), self.loop).result(90)
         wait_until(lambda: probe.messages or probe.ended, 60, "the socket's history")
         assert probe.messages, probe.ended
         return probe
 
-    def socket_on(self, web: str, path: str, session: str) -> Probe:
+    def socket_on(self, web: str, path: str, session: str) -> ConsoleSocket:
         """A console socket through the balancer that landed on `web`; the ones that landed elsewhere are closed."""
         landed = []
         for _ in range(6):
@@ -106,7 +106,7 @@ class RunningLayout(Layout):
             landed.append(probe)  # held open: the balancer sends the next socket to the process with fewer
         raise AssertionError(f"no socket landed on {web}: {[p.headers.get('x-served-by') for p in landed]}")
 
-    def close(self, probe: Probe) -> None:
+    def close(self, probe: ConsoleSocket) -> None:
         asyncio.run_coroutine_threadsafe(probe.close(), self.loop).result(30)
 
 
@@ -198,7 +198,7 @@ def other(web: str) -> str:
 class ConsoleView:
     """What a console socket showed for one turn: the history it sent on connect, then the live fragments."""
 
-    def __init__(self, probe: Probe, turn_id: int):
+    def __init__(self, probe: ConsoleSocket, turn_id: int):
         texts = [text for _received, text in probe.messages]
         history, live = texts[0], texts[1:]
         self.history_items = [int(seq) for turn, seq in ITEM.findall(history) if int(turn) == turn_id]
@@ -224,12 +224,12 @@ def stored_items(turn: Turn) -> list[int]:
     return list(events.order_by("sequence").values_list("sequence", flat=True))
 
 
-def shows_the_end(probe: Probe, turn: Turn) -> bool:
+def shows_the_end(probe: ConsoleSocket, turn: Turn) -> bool:
     done = TurnEvent.objects.get(turn=turn, type=TurnEvent.Type.DONE).sequence
     return done in ConsoleView(probe, turn.id).items
 
 
-def assert_whole_and_in_order(probe: Probe, turn: Turn) -> ConsoleView:
+def assert_whole_and_in_order(probe: ConsoleSocket, turn: Turn) -> ConsoleView:
     """Every event of the turn once, in sequence order, and the answer's text once: history then live."""
     view = ConsoleView(probe, turn.id)
     assert view.items == stored_items(turn), (view.history_items, view.live_items)
