@@ -33,6 +33,7 @@ NOT_PAGES = {
     "tool-example-delete": "POST only (its form is on the tool's page)",
     "knowledge-export": "CSV",
     "knowledge-review": "POST only (its button is on /knowledge/)",
+    "knowledge-review-undo": "POST only (its button is in the feedback of a review on /knowledge/)",
     "mcp-server-test": "POST only (its button is on the server's page)",
     "mcp-server-sync": "POST only (its button is on the server's page)",
     "mcp-server-progress": "an htmx fragment of the server's page",
@@ -56,7 +57,7 @@ RUN_AXE = """async () => {
 PAGE_NAMES = (
     "overview", "console", "console-conversation", "routing", "routing-detail", "workflows", "catalog", "tool-detail",
     "policies", "policy-detail", "policy-simulate", "policy-rollback", "knowledge", "knowledge-detail", "mcp-servers",
-    "mcp-server-detail", "mcp-server-add", "mcp-server-edit",
+    "mcp-server-detail", "mcp-server-add", "mcp-server-edit", "turn-search", "tool-activity",
 )  # fmt: skip
 
 
@@ -137,6 +138,9 @@ def build_pages(page, ask_in_console) -> dict[str, str]:
         "mcp-server-detail": "/mcp-servers/loyalty/",
         "mcp-server-add": "/mcp-servers/add/",
         "mcp-server-edit": "/mcp-servers/loyalty/edit/",
+        "turn-search": "/console/search/?tool=calculate",
+        "turn-search (a bad date)": "/console/search/?since=2026-13-45",
+        "tool-activity": "/console/tools/calculate/",
     }
 
 
