@@ -146,7 +146,18 @@ def turns_per_minute(*, now: datetime.datetime | None = None, minutes: int = 60)
     return counts
 
 
-def recent_latencies(*, limit: int = 60) -> dict[str, list[int]]:
-    """Steward and turn milliseconds of the last `limit` finished requests, oldest first."""
-    logs = list(RoutingLog.objects.filter(turn_ms__isnull=False).values_list("steward_ms", "turn_ms")[:limit])[::-1]
-    return {"steward": [steward or 0 for steward, _ in logs], "turn": [turn for _, turn in logs]}
+def recent_latencies(*, limit: int = 60) -> dict[str, list]:
+    """Steward and turn milliseconds of the last `limit` finished requests, oldest first, with each one's start
+    (`started`) and routing log id (`ids`)."""
+    logs = list(
+        RoutingLog.objects.filter(turn_ms__isnull=False).values_list("pk", "created_at", "steward_ms", "turn_ms")[
+            :limit
+        ]
+    )[::-1]
+    return {"steward": [steward or 0 for _, _, steward, _ in logs], "turn": [turn for _, _, _, turn in logs],
+            "started": [created for _, created, _, _ in logs], "ids": [pk for pk, _, _, _ in logs]}  # fmt: skip
+
+
+def recent_requests(*, limit: int = 10) -> list[RoutingLog]:
+    """The overview's latest routing logs, newest first, with only the columns it shows."""
+    return list(RoutingLog.objects.only("query", "fallback", "loaded_schema_tokens", "created_at")[:limit])

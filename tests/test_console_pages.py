@@ -332,6 +332,34 @@ def test_the_overview_shows_live_counters_and_charts(client):
     assert "<svg" in page and "<polyline" in page and "900</span> schema tokens saved" in page
 
 
+def test_the_overview_charts_have_axes_with_units_a_labelled_value_on_each_point_and_a_data_table(client):
+    viewer = make_user("viewer", role="viewer")
+    create_turn(Conversation.objects.create(owner=viewer), "What is 15 + 27?")
+    log("What is 15 + 27?", turn_ms=240, steward_ms=12)
+    log("What time is it in Paris?", turn_ms=180, steward_ms=9)
+    client.force_login(viewer)
+    page = client.get("/").content.decode()
+    turns, latency = re.findall(r'<figure class="chart".*?</figure>', page, re.S)
+    for chart, unit, ticks in ((turns, "turns per minute", ["0", "1"]), (latency, "ms", ["0", "100", "200", "300"])):
+        assert chart.count('class="axis" x1="0"') == 2  # the y and x axis lines
+        assert re.findall(r'<text class="tick-label" x="-6"[^>]*>([^<]*)</text>', chart) == ticks
+        assert f'<text class="axis-title" x="0" y="14">{unit}</text>' in chart
+        assert "<summary>Data table</summary>" in chart and '<th scope="col">' in chart
+    bars = re.findall(r'<g class="point" tabindex="(-?\d)" role="img" aria-label="([^"]*)"', turns)
+    assert len(bars) == 60 and [tabindex for tabindex, _ in bars].count("0") == 1 and bars[-1][0] == "0"
+    assert bars[-1][1].endswith(" · 1 turn") and bars[0][1].endswith(" · 0 turns")
+    assert '<text class="tick-label"' in turns and "minute (server time)" in turns
+    points = re.findall(r'<g class="point"[^>]*aria-label="([^"]*)"', latency)
+    assert [point.split(" · ", 1)[1] for point in points] == [
+        "turn 240 ms · steward 12 ms",
+        "turn 180 ms · steward 9 ms",
+    ]
+    assert all(f">{point}</text>" in latency for point in points)  # the tip shown on hover and focus
+    assert re.search(
+        r"<tr><th scope=\"row\">[\d:]+</th><td class=\"num\">240</td><td class=\"num\">12</td></tr>", latency
+    )
+
+
 def test_a_turn_card_shows_decision_called_tools_and_answer_first_and_the_denied_collapsed_by_reason(client):
     owner = make_user("owner", role="operator")
     conversation = Conversation.objects.create(owner=owner)

@@ -5,8 +5,9 @@ import datetime
 import pytest
 from django.utils import timezone
 
+from agents import charts
 from agents.budget import token_budget
-from agents.charts import bar_chart, line_chart
+from agents.charts import bar_chart, line_chart, nice_ticks
 from agents.metrics import live_counters, recent_latencies, tokens_saved_total, turns_per_minute
 from agents.models import Conversation, ModelProfile, RoutingLog, Turn
 from catalog.knowledge import knowledge_section
@@ -59,20 +60,53 @@ def test_turns_per_minute_buckets_the_last_hour_oldest_first():
 
 @pytest.mark.django_db
 def test_recent_latencies_are_the_finished_requests_oldest_first():
-    for ms in (5, 6, 7):
-        routing_log(steward_ms=ms, turn_ms=ms * 10)
+    logs = [routing_log(steward_ms=ms, turn_ms=ms * 10) for ms in (5, 6, 7)]
     routing_log(steward_ms=1)  # not finished
-    assert recent_latencies() == {"steward": [5, 6, 7], "turn": [50, 60, 70]}
+    latencies = recent_latencies()
+    assert (latencies["steward"], latencies["turn"]) == ([5, 6, 7], [50, 60, 70])
+    assert latencies["ids"] == [log.pk for log in logs] and latencies["started"] == [log.created_at for log in logs]
 
 
-def test_charts_scale_to_the_largest_value():
-    bars = bar_chart([0, 5, 10], label="t")["bars"]
-    assert [bar["height"] for bar in bars] == [0, 60, 120] and bars[2]["y"] == 0
-    line = line_chart({"turn": [0, 10]}, label="ms")
-    assert line["lines"][0]["points"] == "0.0,120.0 600.0,0.0" and not line["empty"]
-    assert line_chart({"turn": []}, label="ms")["empty"]
-    # One request so far: a polyline of one point draws nothing, so it spans the chart at that value.
-    assert line_chart({"turn": [244]}, label="ms")["lines"][0]["points"] == "0.0,0.0 600.0,0.0"
+@pytest.mark.parametrize(
+    "top, ticks",
+    [
+        (0, [0, 1]),
+        (1, [0, 1]),
+        (3, [0, 1, 2, 3]),
+        (10, [0, 5, 10]),
+        (244, [0, 100, 200, 300]),
+        (1800, [0, 500, 1000, 1500, 2000]),
+    ],
+)
+def test_the_y_axis_ticks_are_round_numbers_from_zero_to_at_least_the_top(top, ticks):
+    assert nice_ticks(top) == ticks
+
+
+MINUTES = ["12:00", "12:01", "12:02"]
+
+
+def test_bars_scale_to_the_top_tick_and_each_carries_its_labelled_value():
+    chart = bar_chart([0, 5, 10], labels=MINUTES, label="Turns", unit="turn", y_unit="turns per minute",
+                      x_title="minute", column="Minute")  # fmt: skip
+    points = chart["points"]
+    assert [point["height"] for point in points] == [0, 60, 120] and points[2]["y"] == charts.TIP_BAND
+    assert [point["text"] for point in points] == ["12:00 · 0 turns", "12:01 · 5 turns", "12:02 · 10 turns"]
+    assert [tick["value"] for tick in chart["axes"]["y_ticks"]] == [0, 5, 10]
+    assert [tick["label"] for tick in chart["axes"]["x_ticks"]] == MINUTES
+    assert chart["table"] == {
+        "head": ["Minute", "turns per minute"],
+        "rows": [["12:00", 0], ["12:01", 5], ["12:02", 10]],
+    }
+
+
+def test_a_line_chart_point_carries_every_series_value_and_its_key():
+    chart = line_chart({"turn": [100, 300], "steward": [10, 20]}, labels=["12:00:01", "12:00:09"], keys=["7", "8"],
+                       label="ms", unit="ms", x_title="start", column="Started")  # fmt: skip
+    assert chart["lines"][0]["points"] == "250.0,80.0 750.0,0.0" and not chart["empty"]
+    assert [point["key"] for point in chart["points"]] == ["7", "8"]
+    assert chart["points"][1]["text"] == "12:00:09 · turn 300 ms · steward 20 ms"
+    assert chart["table"]["head"] == ["Started", "turn (ms)", "steward (ms)"]
+    assert line_chart({"turn": []}, labels=[], keys=[], label="ms", unit="ms", x_title="", column="")["empty"]
 
 
 def test_the_budget_splits_knowledge_out_of_the_system_prompt_and_leaves_the_rest_free():

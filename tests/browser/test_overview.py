@@ -1,0 +1,72 @@
+"""The overview in Chromium: every number live over /ws/overview/, charts readable by mouse, keyboard and table."""
+
+import re
+
+from playwright.sync_api import expect
+
+from agents.metrics import turns_total
+
+
+def test_an_open_overview_shows_the_new_total_and_request_row_after_a_turn_runs_and_keeps_the_readers_place(
+    new_page, log_in, ask_in_console, screenshot
+):
+    watcher = new_page()
+    log_in(watcher, "viewer")
+    watcher.goto("/")
+    watcher.wait_for_selector("body[data-live=open]")
+    before = turns_total()
+    expect(watcher.locator('[data-counter="turns_total"]')).to_have_text(str(before))
+    expect(watcher.locator("#overview-live")).to_contain_text("No requests yet.")
+    # The reader has the turns chart's data table open and a bar focused: a refresh keeps both.
+    turns_chart = watcher.locator("figure", has=watcher.locator("#turns-chart-caption"))
+    turns_chart.get_by_text("Data table").click()
+    turns_chart.locator(".point").last.focus()
+    messages = int(watcher.evaluate("document.body.dataset.liveMessages || '0'"))
+
+    asker = new_page()
+    log_in(asker, "operator")
+    ask_in_console(asker, "What time is it in Paris?")
+    asker.locator(".turn-status.status-done").wait_for()
+
+    expect(watcher.locator('[data-counter="turns_total"]')).to_have_text(str(before + 1))
+    recent = watcher.locator("#overview-live table", has_text="Fallback")
+    expect(recent.get_by_role("link", name="What time is it in Paris?")).to_be_visible()
+    assert int(watcher.evaluate("document.body.dataset.liveMessages")) > messages  # swapped live, not reloaded
+    expect(turns_chart.locator("details.chart-data")).to_have_attribute("open", "")
+    assert watcher.evaluate("document.activeElement.matches('#overview-live .point')")
+    screenshot(watcher, "overview-live-1280")
+
+
+def test_a_chart_value_shows_on_keyboard_focus_and_on_hover(new_page, log_in, ask_in_console, screenshot):
+    asker = new_page()
+    log_in(asker, "operator")
+    ask_in_console(asker, "What is 15 + 27?")
+    asker.locator(".turn-status.status-done").wait_for()
+    for width in (1280, 390):
+        page = new_page({"width": width, "height": 800})
+        log_in(page, "viewer")
+        page.goto("/")
+        page.wait_for_selector("body[data-live=open]")
+        turns_chart = page.locator("figure", has=page.locator("#turns-chart-caption"))
+        # Keyboard: from the caption, Tab reaches the chart's one tab stop (the latest minute), the arrows move.
+        turns_chart.locator("figcaption").click()
+        page.keyboard.press("Tab")
+        latest = turns_chart.locator(".point").last
+        expect(latest).to_be_focused()
+        expect(latest.locator(".tip")).to_be_visible()
+        expect(latest.locator(".tip text")).to_have_text(re.compile(r"^\d\d:\d\d · 1 turn$"))
+        page.keyboard.press("ArrowLeft")
+        previous = turns_chart.locator(".point").nth(58)
+        expect(previous).to_be_focused()
+        expect(previous.locator(".tip text")).to_have_text(re.compile(r"^\d\d:\d\d · 0 turns$"))
+        expect(latest.locator(".tip")).to_be_hidden()
+        screenshot(page, f"overview-chart-focus-{width}")
+        # Mouse: hovering a request of the latency chart shows both of its figures.
+        latency = page.locator("figure", has=page.locator("#latency-chart-caption"))
+        point = latency.locator(".point").last
+        point.locator(".hit").hover()
+        expect(point.locator(".tip text")).to_have_text(re.compile(r" · turn \d+ ms · steward \d+ ms$"))
+        # The data table carries the same values for a screen reader.
+        latency.get_by_text("Data table").click()
+        expect(latency.locator("table tbody tr")).to_have_count(1)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
