@@ -131,6 +131,7 @@ def child(started: float) -> None:
     mark("search_index_built")
     names = search.search_catalog(QUERY, allowed=index.names, limit=5).names
     mark("first_tool_search")
+    print(json.dumps({"steps": steps}), flush=True)  # a process that serves tool search only is ready here
     embeddings.load_model(embeddings.routing_model())
     mark("routing_model_loaded")
     search.catalog_index(model=embeddings.routing_model())
