@@ -7,7 +7,9 @@ schema the catalog refuses is kept as its properties' names only). Then fresh pr
 other, each doing what a server's or worker's warm-up does, in order, and timing each step from the moment the
 process was started: Django set up, the search model loaded, the search index built (ToolEmbedding rows read or
 the tools embedded; BM25), the first tool search answered, the routing model loaded, its index of the catalog
-built, the example index and the phrase lists built, the first request routed. Runs:
+built, the example index and the phrase lists built, the first request routed (--until stops after a step: with
+first_tool_search, a run never embeds with the routing model, which takes minutes). Each step also gives the CPU
+seconds the process had used by then, which a busy host inflates less than wall-clock. Runs:
 
 - "absent": nothing stored (ToolEmbedding, TextEmbedding and the examples' vectors emptied first), so the
   process embeds the catalog with both models and the examples with the routing model, and stores them;
@@ -15,7 +17,7 @@ built, the example index and the phrase lists built, the first request routed. R
 
 The vector file of the test suite (TOOLHUB_VECTOR_CACHE) is off in every process: only the database is shared.
 
-    python tests/bench/startup_bench.py [--bench-dir ../shared/bench] [--present-runs 3]
+    python tests/bench/startup_bench.py [--bench-dir ../shared/bench] [--present-runs 3] [--until STEP]
         [--postgres postgresql://postgres@127.0.0.1:5432]
 """
 
@@ -99,51 +101,77 @@ def stored_vectors() -> dict:
             "example_vectors": ToolExample.objects.exclude(vector=None).count()}  # fmt: skip
 
 
-def start_process(postgres: str) -> dict:
+def start_process(postgres: str, until: str) -> dict:
     """A fresh process's steps, in seconds since it was started (the child prints them as JSON)."""
     started = time.time()
-    result = subprocess.run([sys.executable, __file__, "--child", str(started)], cwd=ROOT, env=bench_env(postgres),
-                            capture_output=True, text=True, timeout=3600)  # fmt: skip
+    command = [sys.executable, __file__, "--child", str(started), "--until", until]
+    result = subprocess.run(command, cwd=ROOT, env=bench_env(postgres), capture_output=True, text=True, timeout=7200)
     if result.returncode != 0:
         raise RuntimeError(result.stdout[-2000:] + result.stderr[-3000:])
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def child(started: float) -> None:
-    """What warm_up does, step by step, each timed from `started` (the parent's clock before it started us)."""
-    steps: dict[str, float] = {}
+STEPS = (
+    "django_ready",
+    "search_model_loaded",
+    "search_index_built",
+    "first_tool_search",
+    "routing_model_loaded",
+    "routing_index_built",
+    "example_index_built",
+    "phrase_lists_built",
+    "first_request_routed",
+)
 
-    def mark(name: str) -> None:
-        steps[name] = round(time.time() - started, 2)
+
+def child(started: float, until: str) -> None:
+    """What warm_up does, step by step up to `until`, each timed from `started` (the parent's clock before it
+    started us), with the CPU seconds this process had used by then."""
+    steps: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    results: list[str] = []
 
     import django
 
-    django.setup()
-    mark("django_ready")
-    from agents.router import analyze
-    from agents.router.examples import example_index
-    from agents.router.lexicon import lexicon
-    from catalog import embeddings, search
+    def catalog():
+        from catalog import embeddings, search  # after django.setup()
 
-    embeddings.load_model()
-    mark("search_model_loaded")
-    index = search.catalog_index()
-    mark("search_index_built")
-    names = search.search_catalog(QUERY, allowed=index.names, limit=5).names
-    mark("first_tool_search")
-    print(json.dumps({"steps": steps}), flush=True)  # a process that serves tool search only is ready here
-    embeddings.load_model(embeddings.routing_model())
-    mark("routing_model_loaded")
-    search.catalog_index(model=embeddings.routing_model())
-    mark("routing_index_built")
-    example_index()
-    mark("example_index_built")
-    lexicon()
-    mark("phrase_lists_built")
-    analyze(QUERY)
-    mark("first_request_routed")
-    print(json.dumps({"steps": steps, "tools_indexed": len(index.names), "first_results": names,
-                      "rebuild_s": rebuild_seconds()}))  # fmt: skip
+        return embeddings, search
+
+    def first_search():
+        _, search = catalog()
+        results.extend(search.search_catalog(QUERY, allowed=search.catalog_index().names, limit=5).names)
+
+    def routed():
+        from agents.router import analyze
+
+        analyze(QUERY)
+
+    def example_index():
+        from agents.router.examples import example_index
+
+        example_index()
+
+    def phrase_lists():
+        from agents.router.lexicon import lexicon
+
+        lexicon()
+
+    work = {
+        "django_ready": django.setup,
+        "search_model_loaded": lambda: catalog()[0].load_model(),
+        "search_index_built": lambda: catalog()[1].catalog_index(),
+        "first_tool_search": first_search,
+        "routing_model_loaded": lambda: catalog()[0].load_model(catalog()[0].routing_model()),
+        "routing_index_built": lambda: catalog()[1].catalog_index(model=catalog()[0].routing_model()),
+        "example_index_built": example_index,
+        "phrase_lists_built": phrase_lists,
+        "first_request_routed": routed,
+    }
+    for name in STEPS[: STEPS.index(until) + 1]:
+        work[name]()
+        steps[name], cpu[name] = round(time.time() - started, 2), round(time.process_time(), 2)
+    print(json.dumps({"steps": steps, "cpu_s": cpu, "first_results": results, "rebuild_s": rebuild_seconds()}))
 
 
 def rebuild_seconds() -> dict:
@@ -170,6 +198,9 @@ def report(f: dict) -> None:
     print(f"{'step':<24}" + "".join(f"{r['label']:>12}" for r in runs))
     for name in names:
         print(f"{name:<24}" + "".join(f"{r['steps'][name]:>12}" for r in runs))
+    print("CPU seconds the process had used by then:")
+    for name in names:
+        print(f"{name:<24}" + "".join(f"{r['cpu_s'][name]:>12}" for r in runs))
     print(f"{'load 1m at start':<24}" + "".join(f"{r['load_1m']:>12}" for r in runs))
     for r in runs:
         print(f"{r['label']}: stored before {r['stored_before']}, rebuilt again warm {r['rebuild_s']}")
@@ -179,12 +210,13 @@ def report(f: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--child", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--until", choices=STEPS, default=STEPS[-1], help="the last step timed (first_request_routed)")
     parser.add_argument("--bench-dir", default=str(ROOT.parent / "shared" / "bench"), help="holds catalog.json")
     parser.add_argument("--present-runs", type=int, default=3, help="fresh processes with the vectors stored (3)")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432", help="server, no database")
     args = parser.parse_args()
     if args.child is not None:
-        child(args.child)
+        child(args.child, args.until)
         return
     admin(args.postgres, f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
     admin(args.postgres, f"CREATE DATABASE {DATABASE}")
@@ -195,7 +227,7 @@ def main() -> None:
             if label == "absent":
                 forget_vectors()
             before, load = stored_vectors(), round(os.getloadavg()[0], 2)
-            figures["runs"].append(start_process(args.postgres) | {"label": label, "stored_before": before,
+            figures["runs"].append(start_process(args.postgres, args.until) | {"label": label, "stored_before": before,
                                                                    "load_1m": load})  # fmt: skip
             print(json.dumps(figures["runs"][-1]), flush=True)
         from django.db import connections
