@@ -243,3 +243,23 @@ def test_real_dense_model_matches_meaning_without_shared_words():
     result = index.search("will it rain tomorrow in Paris?", allowed=None, limit=3)
     assert result.mode == MODE_HYBRID
     assert result.names[0] == "get_weather"
+
+
+@pytest.mark.django_db
+def test_the_database_index_documents_carry_each_active_tools_domains_and_aliases_only(django_assert_max_num_queries):
+    make_policy(make_tool("ship_parcel"), domains=("shipping", "billing"), aliases=["send package"])
+    make_policy(make_tool("track_parcel"), domains=())
+    make_policy(make_tool("draft_parcel"), domains=("shipping",), status=ToolPolicy.Status.DRAFT)
+    make_policy(make_tool("off_parcel", enabled=False), domains=("shipping",))
+
+    index = catalog_search.build_catalog_index(dense=False)
+
+    documents = {d.name: d for d in index.documents if d.name.endswith("_parcel")}
+    assert set(documents) == {"ship_parcel", "track_parcel"}
+    assert documents["ship_parcel"].domains == ("billing", "shipping")
+    assert documents["ship_parcel"].aliases == ("send package",)
+    assert documents["track_parcel"].domains == ()
+    assert documents["ship_parcel"].parameter_names == ("q",)
+    assert index.search("billing", allowed={"ship_parcel", "track_parcel"}).names == ["ship_parcel"]
+    with django_assert_max_num_queries(3):  # tools, their domains, the examples: none per tool
+        catalog_search.build_catalog_index(dense=False)

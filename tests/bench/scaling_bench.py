@@ -2,14 +2,16 @@
 
 PostgreSQL (its own database, `bench_capacity`, created and dropped here), Redis (its own queue and channel prefix),
 one Daphne, the demo catalog, and a scripted OpenAI-compatible model server (tests/scripted_openai.py) that answers
-every model call after --model-ms, as a real model's latency would. A worker is what the deployment runs: one
+every model call after --model-ms, as a real model's latency would. Each request's text is new (the query mix with a
+reference appended), so each turn embeds its request. A worker is what the deployment runs: one
 `celery worker --pool prefork --concurrency 2`. Each round runs the same load, --requests non-streaming turns from
 --clients client threads, against 1 worker and then against 2 (the order alternates between rounds so a host
 that gets busier does not favour one side); each phase starts its workers afresh and warms every pool process
 with untimed turns first. For each phase: turns/s, the client's request time and the worker's turn time
 (Turn.started_at -> finished_at) p50/p95, and the CPU seconds per turn of the workers (children included), of
 Daphne and of the PostgreSQL backends of the run's database (from /proc), from which turns/s per core follow
-whatever else the host runs. Last, the rows and bytes per turn of the run's database (manage.py storage_per_turn).
+whatever else the host runs, and each worker's resident memory with its pool processes. Last, the rows and bytes
+per turn of the run's database (manage.py storage_per_turn).
 
     python tests/bench/scaling_bench.py [--requests 120] [--clients 16] [--model-ms 1000] [--rounds 3]
         [--postgres postgresql://postgres@127.0.0.1:5432] [--redis-url redis://127.0.0.1:6379/0]
@@ -22,6 +24,7 @@ import os
 import sys
 import tempfile
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -33,7 +36,7 @@ import psycopg  # noqa: E402
 from celery import Celery  # noqa: E402
 
 from tests.bench.api_bench import QUERIES, send_turn, setup_django  # noqa: E402
-from tests.bench.load_bench import process_tree  # noqa: E402
+from tests.bench.load_bench import process_tree, resources  # noqa: E402
 from tests.scripted_openai import ScriptedOpenAI  # noqa: E402
 from tests.servers import celery_worker, daphne, daphne_process, embedded_env, manage  # noqa: E402
 
@@ -88,10 +91,16 @@ def worker_turn_ms(postgres: str, since: datetime.datetime) -> list[float]:
 
 
 def send_all(base: str, key: str, count: int, clients: int, timeout: float) -> tuple[list[dict], float]:
+    """`count` turns from `clients` threads; each request's text is new (a reference appended to the query mix), so
+    every turn embeds its own request as real traffic does, instead of finding it memoised by an earlier turn."""
+
+    def one(i: int) -> dict:
+        return send_turn(base, key, f"{QUERIES[i % len(QUERIES)]} (ref {uuid.uuid4().hex[:8]})", stream=False,
+                         timeout=timeout)  # fmt: skip
+
     with ThreadPoolExecutor(clients) as pool:
         start = time.perf_counter()
-        results = list(pool.map(lambda i: send_turn(base, key, QUERIES[i % len(QUERIES)], stream=False,
-                                                     timeout=timeout), range(count)))  # fmt: skip
+        results = list(pool.map(one, range(count)))
         return results, time.perf_counter() - start
 
 
@@ -115,6 +124,7 @@ def phase(workers: int, *, env: dict, base: str, key: str, app: Celery, args) ->
         results, seconds = send_all(base, key, args.requests, args.clients, args.timeout)
         cpu = {name: meter.stop() for name, meter in meters.items()}
         load_after = os.getloadavg()[0]
+        memory = [resources(p.pid) | {"processes": len(process_tree(p.pid))} for p in processes]
     good = [r for r in results if "error" not in r]
     in_worker = worker_turn_ms(args.postgres, since)
     request_ms = [r["turn_ms"] for r in good]
@@ -129,6 +139,8 @@ def phase(workers: int, *, env: dict, base: str, key: str, app: Celery, args) ->
         "worker_turn_ms_p50_p95": [ms(in_worker, 0.5), ms(in_worker, 0.95)],
         "cpu_ms_per_turn": {name: round(1000 * value / max(len(good), 1), 1) for name, value in cpu.items()},
         "load_1m": [round(load_before, 2), round(load_after, 2)],
+        "worker_rss_mb": [m["rss_mb"] for m in memory],  # each worker with its pool processes
+        "worker_processes": [m["processes"] for m in memory],
     }
 
 
@@ -161,8 +173,9 @@ def run(args) -> dict:
                     "TOOLHUB_MODEL_BASE_URL": model.base_url, "TOOLHUB_MODEL": "scripted-model",
                     "TOOLHUB_RATE_LIMIT_PER_MINUTE": "0", "TOOLHUB_USER_RATE_LIMIT_PER_MINUTE": "0"}  # fmt: skip
             setup_django(Path(data_dir))  # ms() reads agents.metrics
-            manage(env, "setup_demo")
+            manage(env, "setup_demo")  # stores the vectors of the demo's tools and examples in the database
             key = manage(env, "create_api_key", "scaling-bench").strip().splitlines()[-1]
+            env.pop("TOOLHUB_VECTOR_CACHE", None)  # the servers share vectors through the database, as deployed
             app = Celery("scaling_bench", broker=args.redis_url)
             try:
                 with daphne(env) as base:

@@ -1,0 +1,46 @@
+"""Where a Celery worker warms its search state: in the process that runs the turns, not in a prefork parent."""
+
+import os
+from types import SimpleNamespace
+
+import pytest
+from celery.concurrency.prefork import TaskPool as PreforkPool
+
+import agents.router
+from toolhub import celery as worker_signals
+
+
+@pytest.fixture
+def warm_ups(monkeypatch):
+    calls = []
+    monkeypatch.setattr(agents.router, "warm_up", lambda: calls.append("in the foreground"))
+    monkeypatch.setattr(agents.router, "warm_up_in_background", lambda: calls.append("on a thread"))
+    return calls
+
+
+def test_a_prefork_pool_process_warms_itself_on_a_thread(warm_ups, monkeypatch):
+    monkeypatch.setattr(worker_signals, "_worker_pid", os.getpid() + 1)  # this process is a child of the worker
+
+    worker_signals.warm_pool_process(sender="worker@host")
+
+    assert warm_ups == ["on a thread"]
+
+
+def test_the_worker_process_itself_is_not_warmed_by_its_pool_starting(warm_ups, monkeypatch):
+    monkeypatch.setattr(worker_signals, "_worker_pid", os.getpid())  # the solo pool sends it from here
+
+    worker_signals.warm_pool_process(sender="worker@host")
+
+    assert warm_ups == []
+
+
+def test_a_prefork_workers_main_process_runs_no_turn_and_loads_no_model(warm_ups):
+    worker_signals.warm_search_index(sender=SimpleNamespace(pool=PreforkPool(limit=2)))
+
+    assert warm_ups == []
+
+
+def test_a_worker_whose_turns_run_in_its_own_process_warms_before_it_takes_any(warm_ups):
+    worker_signals.warm_search_index(sender=SimpleNamespace(pool=object()))  # solo: not a prefork pool
+
+    assert warm_ups == ["in the foreground"]
