@@ -153,7 +153,7 @@ def test_the_overview_shows_the_setting_and_the_last_run(client, conversation):
     page = client.get("/").content.decode()
     assert "older than <strong>30 days</strong>" in page
     assert "removed 1 turn, 3 events, 2 messages, 1 routing log" in page
-    assert '<span class="num">1</span> turns in total' in page
+    assert '<span class="num" data-counter="turns_total">1</span> turns in total' in page
 
 
 @pytest.mark.postgres  # SELECT ... FOR UPDATE SKIP LOCKED and row locks between two connections
