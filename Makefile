@@ -42,6 +42,11 @@ $(CHROMIUM):
 	$(SUDO) apt-get install -y chromium fonts-noto-color-emoji || \
 		($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium fonts-noto-color-emoji)
 
+# The production layout's balancer (deploy/haproxy.cfg), which tests/integration/test_layout.py starts: Debian's HAProxy.
+HAPROXY := /usr/sbin/haproxy
+$(HAPROXY):
+	$(SUDO) apt-get install -y haproxy || ($(SUDO) apt-get update && $(SUDO) apt-get install -y haproxy)
+
 # Debug pages are off unless asked for (DEBUG=0 make run turns them off here too).
 DEBUG ?= 1
 run: setup
@@ -64,7 +69,7 @@ test: test-unit test-integration
 test-unit: setup
 	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL $(PYTEST) -m "not integration"
 
-test-integration: setup $(CHROMIUM) $(NPM_MCP_SERVERS) $(CONFORMANCE_SUITE)
+test-integration: setup $(CHROMIUM) $(HAPROXY) $(NPM_MCP_SERVERS) $(CONFORMANCE_SUITE)
 	$(PY) tests/ensure_services.py $(TEST_DATABASE_URL) $(TEST_REDIS_URL)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) TOOLHUB_CELERY_QUEUE=test-$$$$ \
 		TOOLHUB_CHANNEL_PREFIX=toolhub-test-$$$$ $(PYTEST) --dist loadfile -m integration

@@ -1,12 +1,14 @@
 """Console WebSockets: send HTML fragments (htmx ws extension, out-of-band swaps) for the turn events they follow.
 
 Thin: check the permission on connect (anonymous or without
-agents.view_turn -> closed before accept), join the `console` group, send
-the current state as one fragment, then one fragment per live event.
-Rendering lives in agents.console and agents.overview. Never writes.
+agents.view_turn -> closed before accept), join the process's console
+fan-out (agents/fanout.py: one channel in the `console` group per
+process, not one per socket), send the current state as one fragment,
+then one fragment per live event. Rendering lives in agents.console and
+agents.overview (an event's fragment once per process). Never writes.
 
 A conversation viewer sees the stored history first, then live events:
-it joins the group before reading the store, drops what it already sent
+it joins the fan-out before reading the store, drops what it already sent
 (sequence <= last) and fills any gap from the store, so nothing is missed
 or shown twice.
 """
@@ -14,24 +16,38 @@ or shown twice.
 import asyncio
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.utils import await_many_dispatch
 
 from . import console, overview
 from .approvals import PERMISSION as DECIDE_PERMISSION
-from .events import CONSOLE_GROUP
+from .events import MESSAGE_TYPE
+from .fanout import FanoutLost, console_fanout
 from .models import Conversation, TurnEvent
 
 VIEW_PERMISSION = "agents.view_turn"
 FORBIDDEN = 4403  # close code: not logged in or no permission (the htmx ws extension does not reconnect)
 NOT_FOUND = 4404
 OVERVIEW_REFRESH_SECONDS = 1.0
-FRAGMENT_CACHE_SIZE = 2048
+SHARED_CACHE_SIZE = 2048
 
-# Every viewer of a turn gets the same fragment for an event: render it (and read its routing log) once per process.
-# The cache holds tasks, so viewers that receive the event at the same moment share one rendering.
-_fragments: OrderedDict[tuple, asyncio.Task] = OrderedDict()
+# Every viewer of a turn gets the same fragment for an event, and every list viewer the same row: render it (and read
+# what it shows) once per process. The cache holds tasks, so viewers that get the event at the same moment share one.
+_shared: OrderedDict[tuple, asyncio.Task] = OrderedDict()
+
+
+async def once_per_process(key: tuple, make: Callable[[], Awaitable]):
+    """`await make()` for the first socket that needs `key`; the others get the same result (a failure is retried)."""
+    task = _shared.get(key)
+    if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+        task = _shared[key] = asyncio.ensure_future(make())
+        if len(_shared) > SHARED_CACHE_SIZE:
+            _shared.popitem(last=False)
+    return await asyncio.shield(task)
 
 
 async def _render(event: dict, can_decide: bool) -> str:
@@ -44,13 +60,8 @@ async def _render(event: dict, can_decide: bool) -> str:
 
 
 async def event_fragment(event: dict, *, can_decide: bool) -> str:
-    key = (event["turn"], event["sequence"], event.get("created_at"), can_decide)  # an event never changes
-    task = _fragments.get(key)
-    if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-        task = _fragments[key] = asyncio.ensure_future(_render(event, can_decide))
-        if len(_fragments) > FRAGMENT_CACHE_SIZE:
-            _fragments.popitem(last=False)
-    return await asyncio.shield(task)
+    key = ("fragment", event["turn"], event["sequence"], event.get("created_at"), can_decide)  # an event never changes
+    return await once_per_process(key, lambda: _render(event, can_decide))
 
 
 @database_sync_to_async
@@ -61,6 +72,28 @@ def _permissions(user) -> tuple[bool, bool]:
 
 
 class ConsoleBase(AsyncWebsocketConsumer):
+    async def __call__(self, scope, receive, send):
+        """AsyncConsumer's loop with the socket's inbox (the process's console fan-out) in place of a channel of its
+        own: one message at a time, WebSocket messages and turn events in the order they came."""
+        self.scope = scope
+        self.channel_layer = None  # the fan-out follows the group; this socket has no channel
+        self.inbox = asyncio.Queue()
+        self.base_send = send
+        try:
+            await await_many_dispatch([receive, self.inbox.get], self.dispatch)
+        except StopConsumer:
+            pass
+        finally:
+            await console_fanout().leave(self.inbox)
+
+    async def dispatch(self, message):
+        if message["type"] == MESSAGE_TYPE:
+            # Not through AsyncConsumer.dispatch: its close_old_connections is a thread hop per socket and event,
+            # and every database read here goes through database_sync_to_async, which does it in its thread.
+            await self.turn_event(message)
+        else:
+            await super().dispatch(message)
+
     async def connect(self):
         self.may_view, self.can_decide = await _permissions(self.scope["user"])
         if not self.may_view:
@@ -70,11 +103,11 @@ class ConsoleBase(AsyncWebsocketConsumer):
             await self.close(code=NOT_FOUND)
             return
         await self.accept()
-        await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
+        await console_fanout().join(self.inbox)
         await self.send(text_data=await self.snapshot())
 
-    async def disconnect(self, code):
-        await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
+    async def fanout_lost(self, message):
+        raise FanoutLost("the channel layer failed: this socket may have missed events (it reconnects and replays)")
 
     async def prepare(self) -> bool:
         return True
@@ -97,7 +130,9 @@ class ConversationListConsumer(ConsoleBase):
         turn_id = event["turn"]
         conversation_id = self.conversations.get(turn_id)
         if conversation_id is None:
-            conversation_id = await database_sync_to_async(console.conversation_of)(turn_id)
+            conversation_id = await once_per_process(
+                ("conversation", turn_id), lambda: database_sync_to_async(console.conversation_of)(turn_id)
+            )
             if conversation_id is None:
                 return
             self.conversations[turn_id] = conversation_id
@@ -107,7 +142,10 @@ class ConversationListConsumer(ConsoleBase):
             return
         if event["type"] not in console.ROW_EVENT_TYPES and conversation_id in self.listed:
             return
-        rows = await database_sync_to_async(console.conversation_rows)(ids=[conversation_id])
+        rows = await once_per_process(
+            ("row", turn_id, event["sequence"], event.get("created_at")),
+            lambda: database_sync_to_async(console.conversation_rows)(ids=[conversation_id]),
+        )
         if rows:
             await self.send(text_data=console.render_row_update(rows[0], listed=conversation_id in self.listed))
             self.listed.add(conversation_id)
@@ -177,4 +215,3 @@ class OverviewConsumer(ConsoleBase):
     async def disconnect(self, code):
         if getattr(self, "pending", None) is not None:
             self.pending.cancel()
-        await super().disconnect(code)

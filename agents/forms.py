@@ -1,12 +1,16 @@
-"""Forms of the conversation pages: console chat, routing-log and workflow filters. Validation only, never writes."""
+"""Forms of the conversation pages: console chat, turn search, a tool's activity, routing-log and workflow
+filters. Validation only, never writes."""
 
 from django import forms
+from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 
 from catalog.models import Action
 
-from .models import ApiKey, ModelProfile, RoutingLog, Workflow
+from .metrics import DEFAULT_QUALITY_WINDOW, QUALITY_WINDOWS, MetricsWindow
+from .models import ApiKey, ModelProfile, RoutingLog, Turn, Workflow
 from .providers import upstream_of
+from .turn_search import TurnFilters
 
 DEFAULT_MODEL = "toolhub"
 
@@ -72,6 +76,52 @@ class WorkflowFilterForm(forms.Form):
         if data.get("owner"):
             workflows = workflows.filter(owner__username__iexact=data["owner"])
         return workflows
+
+
+class DateInput(forms.DateInput):
+    input_type = "date"  # the browser's date picker; the value is YYYY-MM-DD either way
+
+
+class TurnSearchForm(forms.Form):
+    """The search's filters, from the query string (a shareable URL); a bad value is an error beside its field."""
+
+    q = forms.CharField(required=False, max_length=200, label="Text",
+                        help_text="In the request, the answer, tool results or the routed query.")  # fmt: skip
+    tool = forms.CharField(required=False, max_length=64, label="Tool called")
+    status = forms.ChoiceField(required=False, choices=[("", "any"), *Turn.Status.choices])
+    owner = forms.CharField(required=False, max_length=150, label="Owner (username)",
+                            help_text="Who started it: the operator, or the API key's user.")  # fmt: skip
+    since = forms.DateField(required=False, label="From", widget=DateInput, help_text="YYYY-MM-DD")
+    until = forms.DateField(required=False, label="To", widget=DateInput, help_text="YYYY-MM-DD, inclusive")
+
+    def clean_owner(self) -> str:
+        owner = self.cleaned_data["owner"].strip()
+        field = get_user_model().USERNAME_FIELD
+        if owner and not get_user_model().objects.filter(**{f"{field}__iexact": owner}).exists():
+            raise forms.ValidationError(f"No user is named {owner}.")
+        return owner
+
+    def clean(self):
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            self.add_error("until", "The end comes before the start.")
+        return data
+
+    def filters(self) -> TurnFilters:
+        """The valid form's filters (call is_valid first)."""
+        data = self.cleaned_data
+        return TurnFilters(text=data["q"].strip(), tool=data["tool"].strip(), status=data["status"],
+                           owner=data["owner"], since=data["since"], until=data["until"])  # fmt: skip
+
+
+class ToolActivityForm(forms.Form):
+    window = forms.ChoiceField(required=False, label="Period",
+                               choices=[(w.key, w.label) for w in QUALITY_WINDOWS])  # fmt: skip
+
+    def period(self) -> MetricsWindow:
+        """The chosen window (the default, 24 hours, when none is given); call is_valid first."""
+        key = self.cleaned_data.get("window") or DEFAULT_QUALITY_WINDOW.key
+        return next(window for window in QUALITY_WINDOWS if window.key == key)
 
 
 class CancelWorkflowForm(forms.Form):

@@ -12,7 +12,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.fields.json import KeyTransform
 from django.utils.functional import cached_property
 
 from catalog.models import Action
@@ -220,6 +221,8 @@ class Turn(models.Model):
                 name="turn_finished_for_retention",
                 condition=Q(status__in=["done", "failed", "cancelled"]),
             ),
+            # Turn search (agents/turn_search.py): the newest turns first, a page at a time.
+            models.Index(fields=["-created_at", "-id"], name="turn_newest_first"),
         ]
 
     def __str__(self):
@@ -281,6 +284,8 @@ class TurnEvent(models.Model):
         ERROR = "error"
         DONE = "done"
 
+    TOOL_TYPES = (Type.TOOL_CALL, Type.TOOL_RESULT)  # a tool call and its result, both naming the tool
+
     turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="events")
     sequence = models.PositiveIntegerField()
     type = models.CharField(max_length=32, choices=Type.choices)
@@ -291,9 +296,25 @@ class TurnEvent(models.Model):
     class Meta:
         ordering = ["turn", "sequence"]
         constraints = [models.UniqueConstraint(fields=["turn", "sequence"], name="turn_event_sequence_unique")]
+        indexes = [
+            # One tool's calls and results over a period (agents/tool_activity.py): a few rows among all the
+            # streamed pieces. The expression is the one `payload__tool_name=...` compares (tool_events); the
+            # condition spells TOOL_TYPES out: Meta cannot read the class's own names.
+            models.Index(
+                KeyTransform("tool_name", "payload"),
+                F("created_at"),
+                name="turn_event_tool_calls",
+                condition=Q(type__in=["tool_call", "tool_result"]),
+            ),
+        ]
 
     def __str__(self):
         return f"turn {self.turn_id} #{self.sequence} {self.type}"
+
+    @classmethod
+    def tool_events(cls, name: str):
+        """The calls of tool `name` and their results (the rows the tool index holds)."""
+        return cls.objects.filter(type__in=cls.TOOL_TYPES, payload__tool_name=name)
 
 
 class RoutingLog(models.Model):

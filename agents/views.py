@@ -1,8 +1,8 @@
-"""Dashboard pages about conversations: overview, live console, routing log, workflows, approval decisions,
-and the policy simulation (it replays RoutingLogs).
+"""Dashboard pages about conversations: overview, live console, turn search, a tool's activity, routing log,
+workflows, approval decisions, and the policy simulation (it replays RoutingLogs).
 
 Thin: check the permission, parse the form, call a logic module
-(agents.console, agents.overview, agents.turns, agents.approvals,
+(agents.console, agents.overview, agents.turns, agents.turn_search, agents.tool_activity, agents.approvals,
 agents.workflows), render a page or, for htmx, its partial.
 """
 
@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from catalog.decision import RoutingDecision, current_catalog
 from catalog.forms import PolicyForm
 from catalog.models import Tool
-from catalog.policies import Replay, simulate_policy, snapshot_changes
+from catalog.policies import Replay, simulate_policy, snapshot_changes, summarize_simulation
 from catalog.selectors import catalog_schema_tokens, stale_snippets, tools_needing_policy
 
 from . import cancellation, console
@@ -27,10 +27,25 @@ from . import overview as live_overview
 from .access import START_TURN, allows
 from .approvals import PERMISSION as DECIDE_PERMISSION
 from .approvals import ApprovalClosed, decide_approval
-from .forms import CancelWorkflowForm, ChatForm, RoutingFilterForm, WorkflowFilterForm
-from .metrics import QUALITY_WINDOWS, MetricsWindow, quality_window, routing_metrics
+from .forms import (
+    CancelWorkflowForm,
+    ChatForm,
+    RoutingFilterForm,
+    ToolActivityForm,
+    TurnSearchForm,
+    WorkflowFilterForm,
+)
+from .metrics import (
+    DEFAULT_QUALITY_WINDOW,
+    QUALITY_WINDOWS,
+    MetricsWindow,
+    quality_window,
+    routing_metrics,
+)
 from .models import Conversation, RoutingLog, ToolApproval, Turn, Workflow
 from .retention import retention_status
+from .tool_activity import tool_activity
+from .turn_search import search_page
 from .turns import start_console_turn
 from .workflows import WorkflowError, cancel_workflow, http_status_for
 
@@ -108,6 +123,41 @@ def console_conversation(request, conversation_id: int):
         "ended": console.ENDED,
     }
     return render(request, "agents/conversation.html", context)
+
+
+@require_GET
+@login_required
+@permission_required("agents.view_turn", raise_exception=True)
+def turn_search(request):
+    """Turns matching the filters of the query string, a page at a time; a bad filter is a 400 showing the form's
+    error (and no results)."""
+    form = TurnSearchForm(request.GET)
+    context = {"form": form, "page": None, "rows": []}
+    if form.is_valid():
+        page, rows = search_page(form.filters(), request.GET.get("page"))
+        params = request.GET.copy()
+        params.pop("page", None)
+        context |= {"page": page, "rows": rows, "query": params.urlencode()}
+    return render(request, "agents/search.html", context, status=200 if form.is_valid() else 400)
+
+
+@require_GET
+@login_required
+@permission_required("agents.view_turn", raise_exception=True)
+def tool_activity_view(request, name: str):
+    """A catalog tool's calls, errors and latency over a period, and its recent calls with links to their turns."""
+    tool = get_object_or_404(Tool.objects.only("name", "description"), name=name)
+    params = request.GET.copy()
+    params.setdefault("window", DEFAULT_QUALITY_WINDOW.key)  # the select shows the period the figures cover
+    form = ToolActivityForm(params)
+    context = {"tool": tool, "form": form}
+    if not form.is_valid():
+        return render(request, "agents/tool_activity.html", context, status=400)
+    window = form.period()
+    until = timezone.now()
+    context |= {"window": window, "since": until - window.span, "until": until,
+                "activity": tool_activity(tool.name, since=until - window.span, until=until)}  # fmt: skip
+    return render(request, "agents/tool_activity.html", context)
 
 
 @require_POST
@@ -253,19 +303,21 @@ def workflow_cancel(request, workflow_id: int):
 @permission_required("catalog.change_toolpolicy", raise_exception=True)
 @require_POST
 def policy_simulation(request, name: str):
-    """Replay the last N RoutingLogs under the posted draft policy; returns the policy page's simulation part."""
+    """Replay the last N RoutingLogs (their decisions and the tools they called) under the posted draft policy;
+    returns the policy page's simulation part."""
     tool = get_object_or_404(Tool.objects.select_related("policy"), name=name)
     form = PolicyForm(request.POST, policy=getattr(tool, "policy", None), for_simulation=True)
     context = {"tool": tool, "sim_form": form}
     if form.is_valid():
         count = form.cleaned_data["replay"] or DEFAULT_REPLAY
-        logs = list(RoutingLog.objects.only("query", "decision", "recommended", "created_at")[:count])
-        replays = [Replay(RoutingDecision.from_dict(log.decision), tuple(log.recommended)) for log in logs]
+        logs = list(RoutingLog.objects.only("query", "decision", "recommended", "called", "created_at")[:count])
+        replays = [
+            Replay(RoutingDecision.from_dict(log.decision), tuple(log.recommended), tuple(log.called)) for log in logs
+        ]
         results = simulate_policy(tool.name, form.draft(), replays, catalog=current_catalog())
         context |= {
             "rows": list(zip(logs, results, strict=True)),
-            "changed_count": sum(result.changed for result in results),
-            "token_change": sum(result.token_change for result in results),
+            "summary": summarize_simulation(results),
             "draft_changes": snapshot_changes(form.current, form.draft()),
         }
     template = "catalog/policy_detail.html#simulation" if request.htmx else "catalog/policy_simulation.html"

@@ -10,11 +10,13 @@ Selection never reaches outside the decision's domains.
 import datetime
 import difflib
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 
+from django.core import signing
 from django.db import transaction
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from . import embeddings
@@ -189,16 +191,121 @@ def revise_snippet(snippet: KnowledgeSnippet, *, author, **changes) -> Knowledge
     return revision
 
 
-def mark_reviewed(snippet: KnowledgeSnippet, *, user, today: datetime.date | None = None) -> None:
-    KnowledgeSnippet.objects.filter(pk=snippet.pk).update(
-        last_reviewed=today or timezone.localdate(), reviewed_by=user, updated_at=timezone.now()
-    )
+@dataclass(frozen=True)
+class ReviewStamp:
+    """A snippet row's review state: what "mark reviewed" changes and its undo puts back."""
+
+    last_reviewed: datetime.date
+    reviewed_by_id: int | None
+    updated_at: datetime.datetime
 
 
-def snippet_diff(old: KnowledgeSnippet, new: KnowledgeSnippet) -> str:
-    """A unified diff of two versions, for review pages."""
+@dataclass(frozen=True)
+class Review:
+    """One "mark reviewed" of one snippet row: its review state before and after, so it can be undone exactly."""
 
-    def lines(s):
-        return [f"title: {s.title}", f"source: {s.source}", f"owner: {s.owner}", "", *s.text.splitlines()]
+    snippet_id: int
+    title: str
+    before: ReviewStamp
+    after: ReviewStamp
 
-    return "\n".join(difflib.unified_diff(lines(old), lines(new), f"v{old.version}", f"v{new.version}", lineterm=""))
+
+REVIEW_TOKEN_SALT = "catalog.knowledge.review"
+
+
+@transaction.atomic
+def mark_reviewed(snippet: KnowledgeSnippet, *, user, today: datetime.date | None = None) -> Review:
+    """Stamp the row reviewed today by `user`; the Review returned carries what undo_review needs."""
+    row = KnowledgeSnippet.objects.select_for_update().only("title", *_STAMP_FIELDS).get(pk=snippet.pk)
+    before = _stamp_of(row)
+    after = ReviewStamp(today or timezone.localdate(), user.pk, timezone.now())
+    KnowledgeSnippet.objects.filter(pk=row.pk).update(**vars(after))
+    return Review(snippet_id=row.pk, title=row.title, before=before, after=after)
+
+
+def undo_review(review: Review) -> bool:
+    """Put the row's review state back as it was before `review`, in one conditional UPDATE: only while the row
+    is still exactly as that review left it and still its snippet's newest version. False when it moved on."""
+    newer = KnowledgeSnippet.objects.filter(key=OuterRef("key"), version__gt=OuterRef("version"))
+    untouched = KnowledgeSnippet.objects.filter(pk=review.snippet_id, **vars(review.after)).exclude(Exists(newer))
+    return untouched.update(**vars(review.before)) == 1
+
+
+def review_token(review: Review) -> str:
+    """The review, signed, for the Undo form (the client cannot choose what is restored)."""
+    return signing.dumps(
+        {"id": review.snippet_id, "title": review.title, "before": _stamp_data(review.before),
+         "after": _stamp_data(review.after)},
+        salt=REVIEW_TOKEN_SALT, compress=True,
+    )  # fmt: skip
+
+
+def review_from_token(token: str, *, max_age: int) -> Review:
+    """The review a token of review_token stands for; signing.BadSignature when it was forged or is too old."""
+    data = signing.loads(token, salt=REVIEW_TOKEN_SALT, max_age=max_age)
+    return Review(data["id"], data["title"], _stamp_from(data["before"]), _stamp_from(data["after"]))
+
+
+_STAMP_FIELDS = ("last_reviewed", "reviewed_by_id", "updated_at")
+
+
+def _stamp_of(row: KnowledgeSnippet) -> ReviewStamp:
+    return ReviewStamp(row.last_reviewed, row.reviewed_by_id, row.updated_at)
+
+
+def _stamp_data(stamp: ReviewStamp) -> list:
+    return [stamp.last_reviewed.isoformat(), stamp.reviewed_by_id, stamp.updated_at.isoformat()]
+
+
+def _stamp_from(data: list) -> ReviewStamp:
+    reviewed, by, updated = data
+    return ReviewStamp(datetime.date.fromisoformat(reviewed), by, datetime.datetime.fromisoformat(updated))
+
+
+@dataclass(frozen=True)
+class DiffPart:
+    kind: str  # "same", "del" or "ins"
+    text: str
+
+
+@dataclass(frozen=True)
+class FieldDiff:
+    field: str
+    parts: tuple[DiffPart, ...]
+
+
+DIFFED_FIELDS = ("title", "action", "source", "owner", "review_interval_days", "text")
+# Words, runs of white space and single punctuation marks: "12 months." -> "12", " ", "months", ".".
+_WORDS = re.compile(r"\w+|\s+|[^\w\s]")
+
+
+def word_diff(old: str, new: str) -> tuple[DiffPart, ...]:
+    """`old` -> `new` word by word (difflib over words, white space and punctuation kept as they are)."""
+    a, b = _WORDS.findall(old), _WORDS.findall(new)
+    parts: list[DiffPart] = []
+
+    def add(kind: str, words: list[str]) -> None:
+        if not words:
+            return
+        if parts and parts[-1].kind == kind:
+            parts[-1] = DiffPart(kind, parts[-1].text + "".join(words))
+        else:
+            parts.append(DiffPart(kind, "".join(words)))
+
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            add("same", a[i1:i2])
+        else:
+            add("del", a[i1:i2])
+            add("ins", b[j1:j2])
+    return tuple(parts)
+
+
+def snippet_diff(old: KnowledgeSnippet, new: KnowledgeSnippet) -> list[FieldDiff]:
+    """The fields that differ between two versions, each as a word-level diff, for review pages."""
+    changes = []
+    for field in DIFFED_FIELDS:
+        before, after = str(getattr(old, field)), str(getattr(new, field))
+        if before != after:
+            changes.append(FieldDiff(field, word_diff(before, after)))
+    return changes

@@ -4,17 +4,18 @@ The active policy is ToolPolicy's row; `ToolPolicy.version` points at the
 PolicyVersion it equals. Rollback copies an old snapshot back and moves the
 pointer. A draft is a snapshot-shaped dict (SNAPSHOT_FIELDS + domains) that
 is not saved yet. Never edit a PolicyVersion; never read agents' models here
-(simulation takes plain RoutingDecisions).
+(simulation takes plain RoutingDecisions and the names of the tools each request called).
 """
 
 import dataclasses
+import enum
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from django.db import transaction
 from django.db.models import Max
 
-from .bundle import build_bundle
+from .bundle import CapabilityBundle, build_bundle
 from .decision import CatalogEntry, PolicyView, RoutingDecision
 from .models import Domain, PolicyVersion, Tool, ToolPolicy
 
@@ -122,15 +123,36 @@ def draft_view(draft: dict) -> PolicyView:
 
 @dataclasses.dataclass(frozen=True)
 class Replay:
-    """One logged request to replay: its decision and the tools the steward recommended."""
+    """One logged request to replay: its decision, the tools the steward recommended and the tools the model
+    called (RoutingLog.called: each called tool once)."""
 
     decision: RoutingDecision
     recommended: tuple[str, ...] = ()
+    called: tuple[str, ...] = ()
+
+
+class CallStatus(enum.StrEnum):
+    """What becomes of a call of a tool under a bundle (agents.runtime does the same with the bundle it built)."""
+
+    RUNS = "runs"
+    NEEDS_APPROVAL = "needs approval"  # loaded or found through tool_search, and its policy requires confirmation
+    DENIED = "denied"  # neither loaded nor deferred: the call is refused
+
+
+@dataclasses.dataclass(frozen=True)
+class CallChange:
+    """A tool the request called whose call would fare differently under the draft."""
+
+    name: str
+    before: CallStatus
+    after: CallStatus
 
 
 @dataclasses.dataclass(frozen=True)
 class SimulatedRequest:
-    """How one request's bundle changes under the draft (current catalog vs current catalog + draft)."""
+    """How one request changes under the draft (current catalog vs current catalog + draft): the tools that join
+    or leave its bundle, the tools moving between loaded and deferred, and its recorded calls that would fare
+    differently."""
 
     loaded_added: tuple[str, ...]
     loaded_removed: tuple[str, ...]
@@ -138,40 +160,123 @@ class SimulatedRequest:
     deferred_removed: tuple[str, ...]
     tokens_before: int
     tokens_after: int
+    now_loaded: tuple[str, ...] = ()  # deferred before, loaded under the draft
+    now_deferred: tuple[str, ...] = ()  # loaded before, deferred under the draft
+    call_changes: tuple[CallChange, ...] = ()
 
     @property
     def token_change(self) -> int:
         return self.tokens_after - self.tokens_before
 
+    def _calls(self, *, before=None, after=None) -> tuple[str, ...]:
+        return tuple(
+            change.name for change in self.call_changes
+            if (before is None or change.before == before) and (after is None or change.after == after)
+        )  # fmt: skip
+
+    @property
+    def calls_needing_approval(self) -> tuple[str, ...]:
+        """Called tools whose calls ran straight away and would now wait for an operator's approval."""
+        return self._calls(before=CallStatus.RUNS, after=CallStatus.NEEDS_APPROVAL)
+
+    @property
+    def calls_no_longer_needing_approval(self) -> tuple[str, ...]:
+        return self._calls(before=CallStatus.NEEDS_APPROVAL, after=CallStatus.RUNS)
+
+    @property
+    def calls_denied(self) -> tuple[str, ...]:
+        return self._calls(after=CallStatus.DENIED)
+
+    @property
+    def calls_allowed(self) -> tuple[str, ...]:
+        """Called tools the current catalog denies (the policy changed since) that the draft allows again."""
+        return self._calls(before=CallStatus.DENIED)
+
     @property
     def changed(self) -> bool:
-        return bool(self.loaded_added or self.loaded_removed or self.deferred_added or self.deferred_removed)
+        return bool(
+            self.loaded_added or self.loaded_removed or self.deferred_added or self.deferred_removed
+            or self.now_loaded or self.now_deferred or self.call_changes
+        )  # fmt: skip
+
+
+def call_status(name: str, bundle: CapabilityBundle, entries: Mapping[str, CatalogEntry]) -> CallStatus:
+    if name not in bundle.searchable_names():
+        return CallStatus.DENIED
+    return CallStatus.NEEDS_APPROVAL if entries[name].policy.requires_confirmation else CallStatus.RUNS
 
 
 def simulate_policy(
     tool_name: str, draft: dict, replays: Sequence[Replay], *, catalog: Sequence[CatalogEntry]
 ) -> list[SimulatedRequest]:
-    """Build each replayed request's bundle with the tool's current policy and with `draft`, and compare.
+    """Build each replayed request's bundle with the tool's current policy and with `draft`, and compare: the
+    bundles, and each tool the request called as the runtime would treat a call of it under each bundle.
 
     Tokens are the schema tokens of the loaded tools plus the archive listing the
     deferred names, the two parts of the prompt a policy changes.
     """
     view = draft_view(draft)
     drafted = [dataclasses.replace(entry, policy=view) if entry.name == tool_name else entry for entry in catalog]
+    entries_before = {entry.name: entry for entry in catalog}
+    entries_after = {entry.name: entry for entry in drafted}
     results = []
     for replay in replays:
         before = build_bundle(replay.decision, catalog, recommended=replay.recommended)
         after = build_bundle(replay.decision, drafted, recommended=replay.recommended)
         loaded_before, loaded_after = set(before.loaded_names), set(after.loaded_names)
         deferred_before, deferred_after = set(before.deferred_names), set(after.deferred_names)
+        offered_before, offered_after = loaded_before | deferred_before, loaded_after | deferred_after
+        calls = (
+            CallChange(name, call_status(name, before, entries_before), call_status(name, after, entries_after))
+            for name in dict.fromkeys(replay.called)
+        )
         results.append(
             SimulatedRequest(
-                loaded_added=tuple(sorted(loaded_after - loaded_before)),
-                loaded_removed=tuple(sorted(loaded_before - loaded_after)),
-                deferred_added=tuple(sorted(deferred_after - deferred_before)),
-                deferred_removed=tuple(sorted(deferred_before - deferred_after)),
+                loaded_added=tuple(sorted(loaded_after - offered_before)),
+                loaded_removed=tuple(sorted(loaded_before - offered_after)),
+                deferred_added=tuple(sorted(deferred_after - offered_before)),
+                deferred_removed=tuple(sorted(deferred_before - offered_after)),
+                now_loaded=tuple(sorted(deferred_before & loaded_after)),
+                now_deferred=tuple(sorted(loaded_before & deferred_after)),
+                call_changes=tuple(change for change in calls if change.before != change.after),
                 tokens_before=before.loaded_schema_tokens + before.archive_tokens,
                 tokens_after=after.loaded_schema_tokens + after.archive_tokens,
             )
         )
     return results
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulationSummary:
+    """The counts over all replayed requests; tools and calls count once per request they occur in."""
+
+    requests: int
+    changed: int
+    tools_added: int
+    tools_removed: int
+    tools_now_loaded: int
+    tools_now_deferred: int
+    calls_needing_approval: int
+    calls_no_longer_needing_approval: int
+    calls_denied: int
+    calls_allowed: int
+    token_change: int
+
+
+def summarize_simulation(results: Sequence[SimulatedRequest]) -> SimulationSummary:
+    def total(count) -> int:
+        return sum(count(result) for result in results)
+
+    return SimulationSummary(
+        requests=len(results),
+        changed=total(lambda r: r.changed),
+        tools_added=total(lambda r: len(r.loaded_added) + len(r.deferred_added)),
+        tools_removed=total(lambda r: len(r.loaded_removed) + len(r.deferred_removed)),
+        tools_now_loaded=total(lambda r: len(r.now_loaded)),
+        tools_now_deferred=total(lambda r: len(r.now_deferred)),
+        calls_needing_approval=total(lambda r: len(r.calls_needing_approval)),
+        calls_no_longer_needing_approval=total(lambda r: len(r.calls_no_longer_needing_approval)),
+        calls_denied=total(lambda r: len(r.calls_denied)),
+        calls_allowed=total(lambda r: len(r.calls_allowed)),
+        token_change=total(lambda r: r.token_change),
+    )

@@ -15,6 +15,7 @@ urlpatterns = [
     path("knowledge/export.csv", views.knowledge_export, name="knowledge-export"),
     path("knowledge/<slug:key>/", views.knowledge_detail, name="knowledge-detail"),
     path("knowledge/<slug:key>/review", views.knowledge_review, name="knowledge-review"),
+    path("knowledge/<slug:key>/review/undo", views.knowledge_undo_review, name="knowledge-review-undo"),
     path("mcp-servers/", mcp_views.server_list, name="mcp-servers"),
     path("mcp-servers/add/", mcp_views.server_add, name="mcp-server-add"),
     path("mcp-servers/<slug:name>/", mcp_views.server_detail, name="mcp-server-detail"),

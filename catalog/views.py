@@ -11,6 +11,7 @@ import json
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.core import signing
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -20,7 +21,15 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from .deferral import is_deferred
 from .examples import ExampleRefused, add_example, edit_example
 from .forms import PolicyForm, SnippetFilterForm, SnippetForm, ToolExampleForm, ToolFilterForm
-from .knowledge import current_snippets, mark_reviewed, revise_snippet, snippet_diff
+from .knowledge import (
+    current_snippets,
+    mark_reviewed,
+    review_from_token,
+    review_token,
+    revise_snippet,
+    snippet_diff,
+    undo_review,
+)
 from .models import KnowledgeSnippet, Tool, ToolExample, ToolPolicy
 from .policies import PolicyConflict, rollback_policy, save_policy_draft, snapshot, snapshot_changes, version_history
 from .selectors import (
@@ -36,6 +45,8 @@ VIEW_POLICY = "catalog.view_toolpolicy"
 EDIT_POLICY = "catalog.change_toolpolicy"
 VIEW_SNIPPET = "catalog.view_knowledgesnippet"
 EDIT_SNIPPET = "catalog.change_knowledgesnippet"
+UNDO_SESSION_KEY = "knowledge_review_feedback"  # the feedback (with its Undo) a review without htmx redirects to
+UNDO_SECONDS = 15 * 60  # how long the Undo of a review stays valid
 
 
 def _tool_list_context(request) -> dict:
@@ -172,26 +183,36 @@ def _snippet_filters(request) -> tuple[SnippetFilterForm, dict]:
 @permission_required(VIEW_SNIPPET, raise_exception=True)
 @require_safe
 def knowledge_list(request):
+    if request.htmx:
+        return render(request, "catalog/knowledge.html#snippet-table", _knowledge_context(request))
+    feedback = request.session.pop(UNDO_SESSION_KEY, None)  # a review without htmx came back here
+    return render(request, "catalog/knowledge.html", _knowledge_context(request, feedback))
+
+
+def _knowledge_context(request, feedback: dict | None = None, *, focus: str = "") -> dict:
+    """The knowledge page: the filtered queue, and the feedback of the last review or undo (with its Undo form)."""
     form, filters = _snippet_filters(request)
-    context = {
+    return {
         "filter_form": form,
         "filters": filters,
         "snippets": snippets_for_review(**filters),
         "owners": snippet_owners(),
         "can_edit": request.user.has_perm(EDIT_SNIPPET),
         "query_string": request.GET.urlencode(),
+        "feedback": feedback,
+        "focus_key": focus,
     }
-    template = "catalog/knowledge.html#snippet-table" if request.htmx else "catalog/knowledge.html"
-    return render(request, template, context)
 
 
 @login_required
 @permission_required(EDIT_SNIPPET, raise_exception=True)
 @require_POST
 def knowledge_review(request, key):
-    """Stamp the current version reviewed. htmx: the row as it is now (none in the stale queue) and the count."""
+    """Stamp the current version reviewed and offer to undo it. htmx: the row as it is now (none in the stale
+    queue), the count and the feedback; otherwise back to the list, which shows the feedback."""
     snippet = get_object_or_404(current_snippets(), key=key)
-    mark_reviewed(snippet, user=request.user)
+    review = mark_reviewed(snippet, user=request.user)
+    feedback = {"message": f"“{review.title}” marked reviewed.", "key": key, "undo": review_token(review)}
     if request.htmx:
         _, filters = _snippet_filters(request)
         rows = snippets_for_review(**filters)
@@ -200,10 +221,42 @@ def knowledge_review(request, key):
             "count": len(rows),
             "can_edit": True,
             "query_string": request.GET.urlencode(),
+            "feedback": feedback,
         }
         return render(request, "catalog/knowledge.html#reviewed", context)
-    messages.success(request, f"{snippet.title} marked reviewed.")
+    request.session[UNDO_SESSION_KEY] = feedback
     return redirect(f"{reverse('knowledge')}?{request.GET.urlencode()}")
+
+
+@login_required
+@permission_required(EDIT_SNIPPET, raise_exception=True)
+@require_POST
+def knowledge_undo_review(request, key):
+    """Put back the review state a "mark reviewed" replaced (the signed `review` of its feedback). Only who
+    reviewed may undo (403); a forged or expired form is 400, a snippet reviewed or edited since 409."""
+    try:
+        review = review_from_token(request.POST.get("review", ""), max_age=UNDO_SECONDS)
+    except signing.BadSignature:
+        return _undo_answer(request, f"This undo has expired or is not valid (it lasts {UNDO_SECONDS // 60} minutes).",
+                            status=400)  # fmt: skip
+    if review.after.reviewed_by_id != request.user.pk:
+        raise PermissionDenied("Only who marked the snippet reviewed can undo it.")
+    get_object_or_404(KnowledgeSnippet, pk=review.snippet_id, key=key)
+    if not undo_review(review):
+        message = f"“{review.title}” was reviewed or edited again since; nothing was undone."
+        return _undo_answer(request, message, status=409)
+    message = f"Review of “{review.title}” undone."
+    if not request.htmx:
+        messages.success(request, message)
+        return redirect(f"{reverse('knowledge')}?{request.GET.urlencode()}")
+    return _undo_answer(request, message, status=200, focus=key)
+
+
+def _undo_answer(request, message: str, *, status: int, focus: str = ""):
+    """htmx: the queue as it is now with the feedback beside it; otherwise the whole page (errors only)."""
+    context = _knowledge_context(request, {"message": message, "error": status != 200}, focus=focus)
+    template = "catalog/knowledge.html#undone" if request.htmx else "catalog/knowledge.html"
+    return render(request, template, context, status=status)
 
 
 @login_required
@@ -240,30 +293,40 @@ class _Echo:
         return value
 
 
-CSV_HEADER = ("key", "version", "title", "domain", "action", "owner", "source", "last_reviewed", "review_due",
-              "days_overdue", "stale", "reviewed_by")  # fmt: skip
+CSV_HEADER = ("key", "version", "title", "text", "domain", "action", "owner", "source", "last_reviewed", "review_due",
+              "days_overdue", "stale", "reviewed_by", "review_interval_days")  # fmt: skip
+# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection): such text gets a leading '.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """The value as a spreadsheet will not run it: text that could start a formula is prefixed with '."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def _csv_rows(snippets):
     writer = csv.writer(_Echo())
     yield writer.writerow(CSV_HEADER)
     for s in snippets:
-        yield writer.writerow(
-            (
-                s.key,
-                s.version,
-                s.title,
-                s.domain.name,
-                s.action,
-                s.owner,
-                s.source,
-                s.last_reviewed.isoformat(),
-                s.review_due.isoformat(),
-                s.days_overdue,
-                "yes" if s.days_overdue > 0 else "no",
-                s.reviewed_by.get_username() if s.reviewed_by else "",
-            )  # fmt: skip
+        row = (
+            s.key,
+            s.version,
+            s.title,
+            s.text,
+            s.domain.name,
+            s.action,
+            s.owner,
+            s.source,
+            s.last_reviewed.isoformat(),
+            s.review_due.isoformat(),
+            s.days_overdue,
+            "yes" if s.days_overdue > 0 else "no",
+            s.reviewed_by.get_username() if s.reviewed_by else "",
+            s.review_interval_days,
         )
+        yield writer.writerow([csv_cell(value) for value in row])
 
 
 @login_required

@@ -17,6 +17,8 @@ class ScriptedOpenAI:
         self.content = "{}"
         # Scripted model steps, one per request: {"content": str} or {"tool_calls": [{"name", "arguments"}]}.
         self.steps: list[dict] = []
+        # When `steps` is empty: the step every request gets (a benchmark's steady model), or None for `content`.
+        self.every_step: dict | None = None
         self.delay = 5.0
         self.requests: list[dict] = []
         self.api_keys: list[str] = []  # the bearer key of each request, in order
@@ -37,8 +39,8 @@ class ScriptedOpenAI:
                 if server.behaviour == "error":
                     self._send(500, {"error": {"message": "scripted failure", "type": "server_error"}})
                     return
-                if server.steps:
-                    step = server.steps.pop(0)
+                if server.steps or server.every_step is not None:
+                    step = server.steps.pop(0) if server.steps else server.every_step
                     if body.get("stream"):
                         self._stream(stream_chunks(step, body.get("model", "scripted")))
                     else:

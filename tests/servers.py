@@ -1,4 +1,5 @@
-"""Real server processes for integration tests: Daphne and a Celery worker, started like a deployment."""
+"""Real server processes for integration tests: Daphne, a Celery worker, the production layout of deploy/Procfile,
+started like a deployment."""
 
 import os
 import signal
@@ -7,7 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,6 +93,7 @@ def daphne(env: dict):
     port = free_port()
     endpoint = f"tcp:port={port}:interface=127.0.0.1:backlog={LISTEN_BACKLOG}"
     process, log = start([str(BIN / "daphne"), "-e", endpoint, "toolhub.asgi:application"], env)
+    process.log = log  # the caller may read it (output_of) while the server runs
     _daphnes[f"http://127.0.0.1:{port}"] = process
     try:
         wait_for_port(port, process, log)
@@ -168,3 +170,57 @@ def redis_server():
         yield server
     finally:
         server.stop()
+
+
+PROCFILE = ROOT / "deploy" / "Procfile"
+
+
+class Layout:
+    """The production layout from the shipped files: each line of deploy/Procfile run as honcho runs it (`sh -c`,
+    from the project's root, with `env`), but each in a process group of its own, so that one can be killed whole
+    (a Celery worker with its pool children, as when its machine or container dies) while the others run on.
+    Honcho itself would stop them all when one exits."""
+
+    def __init__(self, env: dict):
+        from honcho.environ import parse_procfile
+
+        self.commands = parse_procfile(PROCFILE.read_text()).processes
+        self.env = env | {"PATH": f"{BIN}{os.pathsep}{env.get('PATH', os.defpath)}"}  # daphne, celery: the venv's
+        self.processes: dict[str, tuple[subprocess.Popen, object]] = {}
+
+    def start(self, *names: str) -> None:
+        """Start these processes at once; the caller waits for what it needs."""
+        for name in names:
+            log = tempfile.TemporaryFile()
+            process = subprocess.Popen(["sh", "-c", f"exec {self.commands[name]}"], cwd=ROOT, env=self.env,
+                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+            self.processes[name] = (process, log)
+
+    def process(self, name: str) -> subprocess.Popen:
+        return self.processes[name][0]
+
+    def output(self, name: str) -> str:
+        return output_of(self.processes[name][1])
+
+    def alive(self, name: str) -> None:
+        assert self.process(name).poll() is None, f"{name} exited: {self.output(name)}"
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the process and everything it started: no clean shutdown, no acknowledgement."""
+        process, log = self.processes.pop(name)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        log.close()
+
+    def stop(self) -> None:
+        for process, _log in self.processes.values():
+            with suppress(ProcessLookupError):  # the group is gone already
+                os.killpg(process.pid, signal.SIGTERM)
+        for name, (process, log) in list(self.processes.items()):
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
+            log.close()
+            del self.processes[name]

@@ -1,4 +1,8 @@
-"""Console WebSockets: refused without login or permission; history first, then live, never a gap or a duplicate."""
+"""Console WebSockets: refused without login or permission; history first, then live, never a gap or a duplicate;
+each process follows the console group once and fans every event out to its own sockets (agents/fanout.py)."""
+
+import asyncio
+import re
 
 import pytest
 import pytest_asyncio
@@ -10,8 +14,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.db import connections
 
+from agents import console, fanout
 from agents.consumers import FORBIDDEN
 from agents.events import CONSOLE_GROUP, MESSAGE_TYPE, emit, serialize
+from agents.fanout import LOST, FanoutLost, GroupFanout, console_fanout
 from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
 from agents.routing import websocket_urlpatterns
 from agents.turns import create_turn
@@ -220,3 +226,129 @@ async def test_the_overview_refresh_carries_the_turn_total_and_the_new_request_r
     assert 'data-counter="turns_total">1<' in refreshed
     assert "Which rules expire this week?</a>" in refreshed and "No requests yet." not in refreshed
     await socket.disconnect()
+
+
+def event_ids(fragment: str, turn) -> list[int]:
+    """The sequences of the turn's events a fragment draws (its `event-<turn>-<sequence>` items)."""
+    return [int(n) for n in re.findall(rf'id="event-{turn.id}-(\d+)"', fragment)]
+
+
+async def test_two_processes_each_follow_the_console_group_once_and_hand_every_event_to_each_of_their_sockets():
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    turn = await new_turn(viewer)
+    processes = [GroupFanout(CONSOLE_GROUP), GroupFanout(CONSOLE_GROUP)]  # two processes' fan-outs, one layer
+    inboxes = [[asyncio.Queue() for _ in range(3)] for _ in processes]
+    for process, sockets in zip(processes, inboxes, strict=True):
+        for inbox in sockets:
+            await process.join(inbox)
+    assert len(get_channel_layer().groups[CONSOLE_GROUP]) == 2  # one member per process, not one per socket
+    for number in range(1, 4):
+        await store(turn, TurnEvent.Type.STATUS, phase="analysis", message=f"step {number}")
+    for inbox in [inbox for sockets in inboxes for inbox in sockets]:
+        received = [(await asyncio.wait_for(inbox.get(), 5))["event"]["sequence"] for _ in range(3)]
+        assert received == [1, 2, 3] and inbox.empty()
+    for process, sockets in zip(processes, inboxes, strict=True):
+        for inbox in sockets:
+            await process.leave(inbox)
+    assert not get_channel_layer().groups.get(CONSOLE_GROUP)  # the last socket out takes its process out
+
+
+async def test_the_sockets_of_a_process_share_one_group_member_and_each_draws_every_event_once_in_order(communicator):
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    turn = await new_turn(viewer)
+    sockets = [communicator(f"/ws/console/{turn.conversation_id}/", viewer) for _ in range(3)]
+    for socket in sockets:
+        assert (await socket.connect())[0]
+        await socket.receive_from()
+    assert len(get_channel_layer().groups[CONSOLE_GROUP]) == 1
+    for number in range(1, 4):
+        await store(turn, TurnEvent.Type.STATUS, phase="analysis", message=f"step {number}")
+    for socket in sockets:
+        drawn = [event_ids(await socket.receive_from(), turn) for _ in range(3)]
+        assert drawn == [[1], [2], [3]]
+        assert await socket.receive_nothing(timeout=0.2)
+
+
+async def test_a_socket_that_disconnects_mid_fan_out_leaves_the_others_every_event(communicator):
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    turn = await new_turn(viewer)
+    stays, leaves, also_stays = (communicator(f"/ws/console/{turn.conversation_id}/", viewer) for _ in range(3))
+    for socket in (stays, leaves, also_stays):
+        assert (await socket.connect())[0]
+        await socket.receive_from()
+    await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="step 1")
+    await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="step 2")
+    await leaves.disconnect()  # events 1 and 2 are in its inbox, or on their way there
+    await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="step 3")
+    for socket in (stays, also_stays):
+        assert [event_ids(await socket.receive_from(), turn) for _ in range(3)] == [[1], [2], [3]]
+    assert len(console_fanout().inboxes) == 2
+    await stays.disconnect()
+    await also_stays.disconnect()
+    assert not console_fanout().inboxes and console_fanout().reader is None
+    assert not get_channel_layer().groups.get(CONSOLE_GROUP)
+
+
+class FailingLayer:
+    """A channel layer whose receive fails, as Redis restarting makes it."""
+
+    def __init__(self):
+        self.members: set[str] = set()
+
+    async def new_channel(self):
+        return f"failing!{len(self.members)}"
+
+    async def group_add(self, group, channel):
+        self.members.add(channel)
+
+    async def group_discard(self, group, channel):
+        self.members.discard(channel)
+
+    async def receive(self, channel):
+        raise ConnectionError("Redis is restarting")
+
+
+async def test_a_failed_channel_layer_sends_lost_to_every_socket_and_the_next_join_follows_again(monkeypatch):
+    layer = FailingLayer()
+    monkeypatch.setattr(fanout, "get_channel_layer", lambda: layer)
+    process = GroupFanout(CONSOLE_GROUP)
+    inboxes = [asyncio.Queue(), asyncio.Queue()]
+    for inbox in inboxes:
+        await process.join(inbox)
+    for inbox in inboxes:
+        assert await asyncio.wait_for(inbox.get(), 5) == LOST
+    assert not process.inboxes
+    later = asyncio.Queue()
+    await process.join(later)  # a reconnecting socket: a new reader on a new channel
+    assert process.inboxes == {later} and process.reader is not None
+    assert await asyncio.wait_for(later.get(), 5) == LOST
+
+
+async def test_a_socket_told_its_process_lost_the_group_fails_so_the_browser_reconnects_and_replays(communicator):
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    turn = await new_turn(viewer)
+    socket = communicator(f"/ws/console/{turn.conversation_id}/", viewer)
+    assert (await socket.connect())[0]
+    await socket.receive_from()
+    (inbox,) = console_fanout().inboxes
+    inbox.put_nowait(LOST)
+    with pytest.raises(FanoutLost):  # Daphne closes a socket whose application failed with 1011: htmx reconnects
+        await socket.receive_from()
+    assert not console_fanout().inboxes
+
+
+async def test_list_viewers_of_a_process_share_one_read_of_a_changed_row(communicator, monkeypatch):
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    reads = []
+    rows = console.conversation_rows
+    monkeypatch.setattr(console, "conversation_rows", lambda **kwargs: reads.append(kwargs) or rows(**kwargs))
+    sockets = [communicator("/ws/console/", viewer) for _ in range(3)]
+    for socket in sockets:
+        assert (await socket.connect())[0]
+        await socket.receive_from()
+    turn = await new_turn(viewer, "What is 6 * 7?")
+    await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
+    for socket in sockets:
+        inserted = await socket.receive_from()
+        assert 'hx-swap-oob="afterbegin:#conversation-list"' in inserted and "What is 6 * 7?" in inserted
+    assert [read for read in reads if "ids" in read] == [{"ids": [turn.conversation_id]}]  # one read, not three

@@ -32,13 +32,14 @@ WRITES = [
     "/policies/get_weather/rollback/1/",
     "/knowledge/points-expire/",
     "/knowledge/points-expire/review",
+    "/knowledge/points-expire/review/undo",
 ]
 # Every URL name of these pages, with arguments: each is a read (GET only) or a write (403 without the permission).
 READ_NAMES = {"catalog": [], "tool-detail": ["get_weather"], "policies": [], "knowledge": [],
               "knowledge-export": []}  # fmt: skip
 WRITE_NAMES = {"policy-detail": ["get_weather"], "policy-simulate": ["get_weather"],
                "policy-rollback": ["get_weather", 1], "knowledge-detail": ["points-expire"],
-               "knowledge-review": ["points-expire"]}  # fmt: skip
+               "knowledge-review": ["points-expire"], "knowledge-review-undo": ["points-expire"]}  # fmt: skip
 # The MCP servers page and the tool page's examples (their own tests cover what they do): a viewer reads the
 # first and is refused every one of the second. `example` stands for the fixture's example's id.
 OTHER_READ_NAMES = {"mcp-servers": [], "mcp-server-detail": ["demo"], "mcp-server-progress": ["demo"]}
@@ -112,6 +113,7 @@ def test_operator_can_use_every_write(client, data):
         "/policies/get_weather/rollback/1/": 302,
         "/knowledge/points-expire/": 302,
         "/knowledge/points-expire/review": 302,
+        "/knowledge/points-expire/review/undo": 400,  # no signed review in the form
     }
 
 

@@ -3,6 +3,7 @@
 import datetime
 
 import pytest
+from django.core import signing
 from django.utils import timezone
 
 from agents import runtime
@@ -10,7 +11,18 @@ from agents.models import Conversation, RoutingLog
 from agents.turns import create_turn
 from catalog import embeddings
 from catalog.decision import RoutingDecision
-from catalog.knowledge import current_snippets, mark_reviewed, revise_snippet, select_snippets, snippet_diff
+from catalog.knowledge import (
+    DiffPart,
+    current_snippets,
+    mark_reviewed,
+    review_from_token,
+    review_token,
+    revise_snippet,
+    select_snippets,
+    snippet_diff,
+    undo_review,
+    word_diff,
+)
 from catalog.models import Domain, KnowledgeSnippet
 from catalog.selectors import stale_snippets
 from catalog.tokens import count_tokens
@@ -65,8 +77,35 @@ def test_only_the_newest_version_is_selected_and_the_old_one_is_kept():
     (selected,) = select_snippets(decision(), text=request, budget_tokens=1000, today=TODAY)
     assert (selected["text"], selected["version"]) == ("Gold at 1200 points.", 2)
     assert list(current_snippets().values_list("pk", flat=True)) == [revised.pk]
-    diff = snippet_diff(first, revised)
-    assert "-Gold at 1000 points." in diff and "+Gold at 1200 points." in diff
+    [change] = snippet_diff(first, revised)
+    assert change.field == "text"
+    assert [(part.kind, part.text) for part in change.parts] == [
+        ("same", "Gold at "), ("del", "1000"), ("ins", "1200"), ("same", " points."),
+    ]  # fmt: skip
+
+
+def test_word_diff_marks_only_the_changed_words_of_a_paragraph():
+    old = "Points expire after 12 months.\nGold members keep them for 24 months."
+    new = "Points expire after 18 months.\nGold and Platinum members keep them for 24 months."
+    parts = word_diff(old, new)
+    assert [(p.kind, p.text) for p in parts if p.kind != "same"] == [
+        ("del", "12"),
+        ("ins", "18"),
+        ("ins", " and Platinum"),
+    ]
+    assert "".join(p.text for p in parts if p.kind != "ins") == old
+    assert "".join(p.text for p in parts if p.kind != "del") == new
+    assert word_diff("same words", "same words") == (DiffPart("same", "same words"),)
+
+
+def test_snippet_diff_lists_each_changed_field():
+    first = snippet("Tier thresholds", text="Gold at 1000 points.")
+    revised = revise_snippet(first, author=None, owner="points@example.com", review_interval_days=30)
+    changes = {change.field: [(p.kind, p.text) for p in change.parts] for change in snippet_diff(first, revised)}
+    assert changes == {
+        "owner": [("del", "team"), ("ins", "points"), ("same", "@example.com")],
+        "review_interval_days": [("del", "90"), ("ins", "30")],
+    }
 
 
 def test_revising_an_unknown_field_is_refused():
@@ -92,6 +131,44 @@ def test_marking_reviewed_clears_staleness_and_records_the_reviewer():
     overdue.refresh_from_db()
     assert overdue.last_reviewed == TODAY and overdue.reviewed_by == reviewer
     assert not stale_snippets(TODAY)
+
+
+def review_state(row: KnowledgeSnippet) -> tuple:
+    row.refresh_from_db()
+    return row.last_reviewed, row.reviewed_by_id, row.updated_at
+
+
+def test_undoing_a_review_restores_the_previous_review_state_exactly():
+    earlier = make_user("earlier")
+    overdue = snippet("Overdue", days_ago=200, reviewed_by=earlier)
+    before = review_state(overdue)
+    review = mark_reviewed(overdue, user=make_user("now"), today=TODAY)
+    assert review_state(overdue) != before
+    token = review_token(review)
+    assert review_from_token(token, max_age=60) == review  # the form's token stands for the same review
+    assert undo_review(review)
+    assert review_state(overdue) == before
+    assert stale_snippets(TODAY) == [overdue]
+    assert not undo_review(review)  # done once: the row is no longer as the review left it
+
+
+def test_undo_is_refused_once_the_snippet_moved_on():
+    reviewed_again = snippet("Reviewed again", days_ago=200)
+    first = mark_reviewed(reviewed_again, user=make_user("a"), today=TODAY)
+    mark_reviewed(reviewed_again, user=make_user("b"), today=TODAY)
+    state = review_state(reviewed_again)
+    assert not undo_review(first) and review_state(reviewed_again) == state
+    edited = snippet("Edited", days_ago=200)
+    review = mark_reviewed(edited, user=make_user("c"), today=TODAY)
+    revise_snippet(edited, author=None, text="New text.")
+    assert not undo_review(review)  # it reviewed a version that is no longer the newest
+
+
+def test_a_review_token_cannot_be_altered():
+    review = mark_reviewed(snippet("Overdue", days_ago=200), user=make_user(), today=TODAY)
+    token = review_token(review)
+    with pytest.raises(signing.BadSignature):
+        review_from_token(token[:-2] + ("AA" if not token.endswith("AA") else "BB"), max_age=60)
 
 
 def test_a_turn_flags_stale_knowledge_in_its_routing_log(demo_catalog):

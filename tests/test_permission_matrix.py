@@ -104,6 +104,10 @@ RULES = {
         "/knowledge/points-expire/review",
         {"GET": needs("operator", 405), "POST": needs("operator", 302)},
     ),
+    "knowledge/<slug:key>/review/undo": (  # the probe has no signed review: 400 once past the permission
+        "/knowledge/points-expire/review/undo",
+        {"GET": needs("operator", 405), "POST": needs("operator", 400)},
+    ),
     "mcp-servers/": ("/mcp-servers/", {"GET": needs("viewer", 200), "POST": needs("viewer", 200)}),
     "mcp-servers/add/": ("/mcp-servers/add/", {"GET": needs("admin", 200), "POST": needs("admin", 200)}),
     "mcp-servers/<slug:name>/": ("/mcp-servers/demo/", {"GET": needs("viewer", 200), "POST": needs("viewer", 200)}),
@@ -129,6 +133,11 @@ RULES = {
         "/console/{conversation}/",
         # only the conversation's owner adds to it, and the owner here is another user
         {"GET": needs("viewer", 200), "POST": signed_in(403)},
+    ),
+    "console/search/": ("/console/search/?q=sum&status=done", {"GET": needs("viewer", 200), "POST": everyone(405)}),
+    "console/tools/<tool:name>/": (
+        "/console/tools/get_weather/",
+        {"GET": needs("viewer", 200), "POST": everyone(405)},
     ),
     "routing/": ("/routing/", {"GET": needs("viewer", 200), "POST": everyone(405)}),
     "routing/<int:log_id>/": ("/routing/{log}/", {"GET": needs("viewer", 200), "POST": everyone(405)}),

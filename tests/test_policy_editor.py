@@ -7,7 +7,7 @@ import pytest
 from agents.models import RoutingLog
 from catalog.decision import RoutingDecision, load_catalog
 from catalog.models import Domain, PolicyVersion, ToolPolicy
-from catalog.policies import Replay, simulate_policy, snapshot
+from catalog.policies import CallStatus, Replay, simulate_policy, snapshot, summarize_simulation
 from tests.builders import make_policy, make_tool, make_user
 
 pytestmark = pytest.mark.django_db
@@ -36,9 +36,11 @@ def field_block(page: str, name: str) -> str:
     return re.split(r'<div class="(?:field|actions)', page.split(f'field-{name}">')[1])[0]
 
 
-def log_request(query, *, action="get", domains=("general",), confidence=0.9, recommended=()):
+def log_request(query, *, action="get", domains=("general",), confidence=0.9, recommended=(), called=()):
     decision = RoutingDecision(action, frozenset(domains), confidence)
-    return RoutingLog.objects.create(query=query, decision=decision.as_dict(), recommended=list(recommended))
+    return RoutingLog.objects.create(
+        query=query, decision=decision.as_dict(), recommended=list(recommended), called=list(called)
+    )
 
 
 @pytest.fixture
@@ -187,6 +189,65 @@ def test_simulate_policy_sees_deferred_tools_leave_the_archive():
     assert result.tokens_after < result.tokens_before
 
 
+def test_simulate_policy_reports_calls_that_would_now_wait_for_approval():
+    """The issue's case: a draft that only sets requires_confirmation changes no bundle, but the calls."""
+    order = make_policy(make_tool("create_order"), domains=("shop",), operation="create", risk="medium")
+    make_policy(make_tool("get_weather"))
+    replays = [
+        Replay(RoutingDecision("create", frozenset({"shop"}), 1.0), called=("create_order",)),
+        Replay(RoutingDecision("create", frozenset({"shop"}), 1.0), called=()),  # offered, never called
+        Replay(RoutingDecision("get", frozenset({"general"}), 0.9), called=("get_weather",)),
+    ]
+    confirm = snapshot(order) | {"requires_confirmation": True}
+    results = simulate_policy("create_order", confirm, replays, catalog=load_catalog())
+    assert [r.calls_needing_approval for r in results] == [("create_order",), (), ()]
+    assert [r.changed for r in results] == [True, False, False]
+    assert not any(r.loaded_added or r.loaded_removed or r.token_change for r in results)
+    [change] = results[0].call_changes
+    assert (change.name, change.before, change.after) == ("create_order", CallStatus.RUNS, CallStatus.NEEDS_APPROVAL)
+    summary = summarize_simulation(results)
+    assert (summary.requests, summary.changed, summary.calls_needing_approval) == (3, 1, 1)
+    # And back: the confirmation dropped again (on a low-risk tool) frees the call.
+    order.requires_confirmation = True
+    order.save()
+    freed = simulate_policy("create_order", confirm | {"requires_confirmation": False}, replays, catalog=load_catalog())
+    assert [r.calls_no_longer_needing_approval for r in freed] == [("create_order",), (), ()]
+
+
+def test_simulate_policy_reports_calls_that_would_now_be_denied_or_allowed_again():
+    weather = make_policy(make_tool("get_weather"), domains=("general",))
+    replays = [
+        Replay(RoutingDecision("get", frozenset({"general"}), 0.9), called=("get_weather",)),
+        Replay(RoutingDecision("get", frozenset({"general"}), 0.9), called=("get_weather", "gone_tool")),
+    ]
+    high_risk = snapshot(weather) | {"risk": "critical"}  # without confirmation: denied everywhere
+    results = simulate_policy("get_weather", high_risk, replays, catalog=load_catalog())
+    assert [r.calls_denied for r in results] == [("get_weather",), ("get_weather",)]
+    assert [r.loaded_removed for r in results] == [("get_weather",)] * 2
+    summary = summarize_simulation(results)
+    assert (summary.changed, summary.calls_denied, summary.tools_removed) == (2, 2, 2)
+    weather.status = ToolPolicy.Status.REJECTED
+    weather.save()
+    allowed = simulate_policy("get_weather", snapshot(weather) | {"status": "active"}, replays, catalog=load_catalog())
+    assert [r.calls_allowed for r in allowed] == [("get_weather",), ("get_weather",)]
+    assert [r.loaded_added for r in allowed] == [("get_weather",)] * 2
+
+
+def test_simulate_policy_reports_tools_moving_between_loaded_and_deferred(settings):
+    """Two tools over the bundle's token cap: the one of the request's domain is loaded, the other deferred."""
+    first = make_policy(make_tool("find_order", description="Find an order."), domains=("shop",))
+    make_policy(make_tool("find_invoice", description="Find an invoice."), domains=("billing",))
+    settings.TOOLHUB_MAX_BUNDLE_SCHEMA_TOKENS = first.tool.schema_tokens + 1
+    replays = [Replay(RoutingDecision("get", frozenset({"shop"}), 0.9))]
+    results = simulate_policy("find_order", snapshot(first) | {"domains": ["sales"]}, replays, catalog=load_catalog())
+    [result] = results
+    assert (result.now_deferred, result.now_loaded) == (("find_order",), ("find_invoice",))
+    assert not (result.loaded_added or result.loaded_removed or result.deferred_added or result.deferred_removed)
+    assert result.changed
+    summary = summarize_simulation(results)
+    assert (summary.tools_now_loaded, summary.tools_now_deferred, summary.tools_added) == (1, 1, 0)
+
+
 def test_simulate_view_replays_the_last_logged_requests_under_the_draft(operator_client):
     weather = make_policy(make_tool("get_weather"))
     log_request("old request, beyond N")
@@ -200,10 +261,28 @@ def test_simulate_view_replays_the_last_logged_requests_under_the_draft(operator
     assert "weather in Paris" in page and "weather in Hanoi" in page and "old request" not in page
     tokens = weather.tool.schema_tokens
     assert "2 of 2 requests would change" in page and f"total token change −{2 * tokens}" in page
-    assert f"({'−'}{tokens})" in page and "get_weather (loaded)" in page
+    assert f"({'−'}{tokens})" in page and "removed get_weather (loaded)" in page
+    assert "<dt>Tools removed</dt><dd>2</dd>" in page
     assert '<td class="del">active</td><td class="ins">rejected</td>' in page  # the draft's diff to the active policy
     weather.refresh_from_db()
     assert (weather.status, weather.versions.count()) == ("active", 1)  # simulating saves nothing
+
+
+def test_simulating_a_confirmation_lists_the_calls_that_would_wait_for_approval(operator_client):
+    order = make_policy(make_tool("create_order"), domains=("shop",), operation="create", risk="medium")
+    log_request("order two boxes", action="create", domains=("shop",), confidence=1.0, called=["create_order"])
+    log_request("order a box", action="create", domains=("shop",), confidence=1.0, called=["create_order"])
+    log_request("what can I order", action="get", domains=("shop",))
+    data = form_data(order, requires_confirmation=True, note="")
+    page = operator_client.post(
+        "/policies/create_order/simulate", data, headers={"HX-Request": "true"}
+    ).content.decode()
+    assert "2 of 3 requests would change · total token change 0." in page
+    assert "<dt>Calls that would wait for approval</dt><dd>2</dd>" in page
+    assert "<dt>Calls that would be denied</dt><dd>0</dd>" in page and "<dt>Tools added</dt><dd>0</dd>" in page
+    rows = page.split('<table class="sim">')[1].split("<tbody>")[1].split("<tr")[1:]
+    assert [("create_order: runs → <strong>needs approval</strong>" in row) for row in rows] == [False, True, True]
+    assert 'class="changed"' not in rows[0] and "none" in rows[0]  # the newest log first: it called nothing
 
 
 def test_simulate_shows_the_drafts_errors_and_works_without_htmx(operator_client):

@@ -306,6 +306,23 @@ def test_quoted_text_is_content_to_work_on_not_the_request(text):
     assert recommended(text) == []
 
 
+def test_one_wrong_write_between_full_bins_does_not_shut_the_gate_above_them():
+    # Writes: 0.60 bin 5/5, 0.70 bin 8/8, 0.80 bin 7/8, 0.90 bin 18/18. Bin by bin the 0.80 bin (0.875)
+    # would push the gate to the top bin; the monotone fit pools it with the two below (20/21 = 0.95).
+    samples = (
+        [(0.35, False, True)] * 2
+        + [(0.65, True, True)] * 5
+        + [(0.75, True, True)] * 8
+        + [(0.85, True, True)] * 7
+        + [(0.85, False, True)]
+        + [(0.95, True, True)] * 18
+    )
+    fitted = calibration.fit(samples)
+    gate_bin = next(b for b in fitted["bins"] if b["calibrated"] == fitted["min_confidence"])
+    assert gate_bin["raw_from"] == 0.6
+    assert fitted["bins"][1]["calibrated"] < fitted["min_confidence"]  # the 0.30 bin's wrong writes stay out
+
+
 def test_a_bin_with_wrong_writes_pooled_with_a_good_one_stays_below_the_gate():
     # The 0.45 bin's writes are right 1 of 2; the 0.60 bin is less accurate overall, so the monotone
     # fit pools the two into one value. The gate must still shut out the 0.45 bin.

@@ -108,7 +108,10 @@ def test_llm_steward_failures_fall_back_to_the_rules(llm, behaviour):
 
 
 def test_hybrid_asks_the_llm_only_when_confidence_is_low(llm, settings):
-    settings.TOOLHUB_MIN_CONFIDENCE = 0.99  # between the two requests' calibrated confidences
+    high = analyze("list the active campaigns", mode="rules").decision.confidence
+    low = analyze("do something about that member thing", mode="rules").decision.confidence
+    assert low < high
+    settings.TOOLHUB_MIN_CONFIDENCE = (low + high) / 2  # between the two requests' calibrated confidences
     llm.content = json.dumps({"tools": [], "reasoning": "general knowledge"})
     confident = analyze("list the active campaigns", mode="hybrid")
     assert confident.mode == "rules" and not llm.requests

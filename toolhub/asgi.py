@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django (but /mcp: toolhub's MCP server), WebSockets through Channels.
+"""ASGI entry point: HTTP through Django (but /mcp: toolhub's MCP server, and /healthz: the balancer's check),
+WebSockets through Channels.
 
 WebSocket connections pass the allowed-hosts origin check and carry the
 Django session user (AuthMiddlewareStack); consumers check permissions.
@@ -21,11 +22,14 @@ from agents.mcp_server import McpEndpoint, path_router  # noqa: E402
 from agents.router import warm_up_in_background  # noqa: E402
 from agents.routing import websocket_urlpatterns  # noqa: E402
 from toolhub.csp import with_policy  # noqa: E402
+from toolhub.health import HEALTH_PATH, healthz  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # /mcp is routed by path before Django: the MCP SDK serves it (streamable HTTP, API key auth).
-        "http": path_router(django_asgi_app, with_policy(McpEndpoint()), path="/mcp"),
+        # /mcp is routed by path before Django: the MCP SDK serves it (streamable HTTP, API key auth); so is /healthz.
+        "http": path_router(
+            path_router(django_asgi_app, with_policy(McpEndpoint()), path="/mcp"), healthz, path=HEALTH_PATH
+        ),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -7,8 +7,8 @@ and writes calibration.json beside this module: the table, the map, and the
 minimum confidence derived from it. A decision is right when its case passes and
 it reads or writes as the case expects. The gate only matters for writes, so the
 minimum is the calibrated value of the lowest bin from which the write decisions
-of each bin are right at least TARGET_PRECISION of the time (raised above any lower bin the
-monotone fit pooled with it). settings.TOOLHUB_MIN_CONFIDENCE
+are right at least TARGET_PRECISION of the time, read from the same monotone fit over
+the writes alone (raised above any lower bin the fit of all decisions pooled with it). settings.TOOLHUB_MIN_CONFIDENCE
 defaults to that value. The README's benchmark section prints the table.
 """
 
@@ -45,29 +45,19 @@ def fit(samples: list[tuple[float, bool, bool]]) -> dict:
         bins.append(Bin(low, min(high, 1.0), len(inside), sum(right for right, _ in inside)))
         writes = [right for right, is_write in inside if is_write]
         write_bins.append(Bin(low, min(high, 1.0), len(writes), sum(writes)))
-    # Pool adjacent violators: a higher raw confidence never maps to a lower probability.
-    blocks = [[b.right, b.cases, [i]] for i, b in enumerate(bins) if b.cases]
-    merged: list[list] = []
-    for block in blocks:
-        merged.append(block)
-        while len(merged) > 1 and merged[-2][0] / merged[-2][1] > merged[-1][0] / merged[-1][1]:
-            right, cases, members = merged.pop()
-            merged[-1][0] += right
-            merged[-1][1] += cases
-            merged[-1][2] += members
-    mapped = {}
-    for right, cases, members in merged:
-        for i in members:
-            mapped[i] = round(right / cases, 3)
+    mapped = {i: round(value, 3) for i, value in monotone([(b.right, b.cases) for b in bins]).items()}
     points = [(bins[i].low, mapped[i]) for i in sorted(mapped)]
-    # The lowest bin from which the writes of every bin (each on its own, not pooled: a
-    # pool lets a full top bin carry the wrong writes of a low one) are right at least
-    # TARGET_PRECISION of the time.
-    # The monotone fit may pool that bin with lower ones into one value; the gate then rises to
-    # the first value above everything below it, or a bin with wrong writes would pass it too.
+    # Write precision as a monotone function of the raw confidence too (the same pooling, over
+    # the write decisions): the gate opens at the lowest bin whose fitted write precision reaches
+    # TARGET_PRECISION. A low bin with wrong writes under a full top bin is not pooled with it
+    # (pooling only joins a bin with the worse one above it), so it stays shut out; one wrong
+    # write in a bin between full ones is read as the noise of a few cases, not as a wall.
+    precision = monotone([(w.right, w.cases) for w in write_bins])
+    # The monotone fit of all decisions may pool that bin with lower ones into one value; the gate then rises
+    # to the first value above everything below it, or a bin with wrong writes would pass it too.
     lowest = len(bins)
     for i in sorted(mapped, reverse=True):
-        if write_bins[i].cases and write_bins[i].right / write_bins[i].cases < TARGET_PRECISION:
+        if i in precision and precision[i] < TARGET_PRECISION:
             break
         lowest = i
     below = max((value for i, value in mapped.items() if i < lowest), default=-1.0)
@@ -91,6 +81,23 @@ def fit(samples: list[tuple[float, bool, bool]]) -> dict:
         "min_confidence": min_confidence,
         "samples": len(samples),
     }
+
+
+def monotone(counts: list[tuple[int, int]]) -> dict[int, float]:
+    """Pool adjacent violators over (right, cases) bins: index -> fitted rate, never lower for a higher bin.
+
+    Bins without cases are left out."""
+    merged: list[list] = []
+    for i, (right, cases) in enumerate(counts):
+        if not cases:
+            continue
+        merged.append([right, cases, [i]])
+        while len(merged) > 1 and merged[-2][0] / merged[-2][1] > merged[-1][0] / merged[-1][1]:
+            right, cases, members = merged.pop()
+            merged[-1][0] += right
+            merged[-1][1] += cases
+            merged[-1][2] += members
+    return {i: right / cases for right, cases, members in merged for i in members}
 
 
 @cache

@@ -1,5 +1,5 @@
-// toolhub console, overview, routing log and workflows pages: live-connection state, J/K row keys,
-// and swapping 409 answers (a closed approval, a stale workflow version) so their message shows.
+// toolhub console, overview, routing log, workflows and knowledge pages: live-connection state, J/K row keys,
+// and swapping 409 and 400 answers (a closed approval, a stale workflow version, a stale undo) so their message shows.
 (function () {
   "use strict";
 
@@ -28,6 +28,23 @@
   }
   document.addEventListener("htmx:wsAfterMessage", syncSend);
   document.addEventListener("htmx:afterSwap", syncSend);
+
+  // A deep link to a turn (/console/<id>/#turn-<n>, from the turn search or a tool's activity) scrolls to it and
+  // focuses it; the live thread replaces the page's copy when its socket opens, so it is shown again then, once.
+  var targetShown = 0;
+  function showTargetTurn() {
+    if (targetShown > 1 || !/^#turn-\d+$/.test(window.location.hash)) return;
+    var turn = document.getElementById(window.location.hash.slice(1));
+    if (!turn) return;
+    targetShown += 1;
+    turn.setAttribute("tabindex", "-1");
+    turn.scrollIntoView({ block: "start" });
+    turn.focus({ preventScroll: true });
+  }
+  document.addEventListener("DOMContentLoaded", showTargetTurn);
+  document.addEventListener("htmx:wsAfterMessage", showTargetTurn);
+  // Another turn's link on the same page: the thread is already live, so that turn is shown once.
+  window.addEventListener("hashchange", function () { targetShown = 1; showTargetTurn(); });
 
   document.addEventListener("htmx:beforeSwap", function (evt) {
     if (evt.detail.xhr && (evt.detail.xhr.status === 409 || evt.detail.xhr.status === 400)) {

@@ -1,24 +1,33 @@
-"""Console benchmark: N WebSockets on one Daphne (Redis layer) each receive every event of a turn; prints figures.
+"""Console benchmark: N WebSockets over two Daphnes (Redis layer) each receive every event of a turn; prints figures.
 
 Not a test: it asserts nothing. On a fresh PostgreSQL database (dropped
-afterwards) with Redis, one Celery worker and one Daphne process: for each
-turn, N viewers open /ws/console/<conversation>/ before the turn is
-enqueued; every socket must then receive one fragment per stored event.
-Delivery latency is receipt time minus the event's created_at (stored
-before commit and broadcast, so it includes both). Then the console pages'
-render time over plain GETs.
+afterwards) with Redis, one Celery worker and --daphnes Daphne processes
+(2 by default, sharing Redis and PostgreSQL): for each turn, N viewers open
+/ws/console/<conversation>/ before the turn is enqueued, spread evenly over
+the Daphnes' ports, connected to each directly (no balancer in between);
+every socket must then receive one fragment per stored event, in sequence
+order, none twice. Delivery latency is receipt time minus the event's
+created_at (stored before commit and broadcast, so it includes both); the
+first socket's latency of an event is the way to the web processes (commit,
+broadcast, Redis), the spread from the first to the last socket the fan-out's
+own cost. Then the console pages' render time over plain GETs.
 
-    .venv/bin/python tests/bench/console_bench.py --sockets 200 --turns 3
+The Daphnes run without their start-up warm-up (TOOLHUB_WARM_START=0): the
+console never searches, and loading the embedding model in a thread would
+hold the GIL against the sockets during the first turn.
+
+    .venv/bin/python tests/bench/console_bench.py --sockets 200 --turns 3 --daphnes 2
 """
 
 import argparse
 import asyncio
-import base64
 import http.client
 import os
+import re
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,11 +36,13 @@ sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
 
-from tests.servers import BIN, celery_worker, embedded_env, free_port, manage, output_of, start, wait_for_port  # noqa: E402
+from tests.console_socket import ConsoleSocket, open_socket  # noqa: E402
+from tests.servers import celery_worker, daphne, daphne_process, embedded_env, manage, output_of  # noqa: E402
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432"
 QUERY = "What time is it in Paris?"  # steward, routing, a tool call and result, knowledge, a streamed answer
 CONNECT_BATCH = 25
+SEQUENCE = re.compile(r'data-sequence="(\d+)"')
 
 
 def admin(sql: str) -> None:
@@ -54,83 +65,17 @@ def pct(values: list[float], fraction: float) -> float | None:
     return None if value is None else round(value, 1)
 
 
-class Probe:
-    """One console viewer on a minimal RFC 6455 client (asyncio streams): records (receipt time, text) of each message.
-
-    A hand-written client because autobahn's asyncio flavour cannot share a process with Daphne's twisted one.
-    """
-
-    def __init__(self):
-        self.messages: list[tuple[float, str]] = []
-        self.ended = ""  # why reading stopped, if it did
-
-    async def open(self, base: str, path: str, session: str) -> "Probe":
-        url = urlsplit(base)
-        self.reader, self.writer = await asyncio.open_connection(url.hostname, url.port)
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.writer.write(
-            f"GET {path} HTTP/1.1\r\nHost: {url.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {base}\r\n"
-            f"Cookie: sessionid={session}\r\n\r\n".encode()
-        )
-        status = await self.reader.readline()
-        if b" 101 " not in status:
-            raise ConnectionError(f"handshake refused: {status!r}")
-        while (await self.reader.readline()) not in (b"\r\n", b""):
-            pass
-        self.task = asyncio.ensure_future(self.read())
-        return self
-
-    async def read(self) -> None:
-        try:
-            await self.read_frames()
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            self.ended = f"{type(exc).__name__}: {exc}"
-
-    async def read_frames(self) -> None:
-        text = b""
-        while True:
-            head = await self.reader.readexactly(2)
-            length = head[1] & 0x7F
-            if length == 126:
-                length = int.from_bytes(await self.reader.readexactly(2), "big")
-            elif length == 127:
-                length = int.from_bytes(await self.reader.readexactly(8), "big")
-            payload = await self.reader.readexactly(length)
-            opcode = head[0] & 0x0F
-            if opcode == 0x8:  # close
-                self.ended = f"closed by the server: {int.from_bytes(payload[:2], 'big') if payload else ''}"
-                return
-            if opcode == 0x9:  # Daphne pings every 20 s and drops a socket that never answers
-                self.send_frame(0xA, payload)
-                continue
-            if opcode in (0x1, 0x0):
-                text += payload
-                if head[0] & 0x80:  # final fragment
-                    self.messages.append((time.time(), text.decode()))
-                    text = b""
-
-    def send_frame(self, opcode: int, payload: bytes) -> None:
-        mask = os.urandom(4)  # client frames are masked; payloads here are under 126 bytes
-        masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
-        self.writer.write(bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked)
-
-    async def close(self) -> None:
-        self.task.cancel()
-        try:
-            self.send_frame(0x8, b"")
-            await self.writer.drain()
-        except OSError:
-            pass  # already closed by the server
-        self.writer.close()
+def in_order_once(live: list[tuple[float, str]], sequences: list[int]) -> bool:
+    """One message per stored event, in sequence order: each fragment that names its event names the right one."""
+    if len(live) != len(sequences):
+        return False
+    named = [(SEQUENCE.search(text), sequence) for (_, text), sequence in zip(live, sequences, strict=True)]
+    return all(match is None or int(match[1]) == sequence for match, sequence in named)
 
 
-async def open_socket(base: str, path: str, session: str) -> Probe:
-    return await asyncio.wait_for(Probe().open(base, path, session), 60)
-
-
-async def watch_turn(base: str, session: str, sockets: int, timeout: float) -> dict:
-    """Open the sockets on a new conversation, run one turn, wait until every socket has every event."""
+async def watch_turn(bases: list[str], session: str, sockets: int, timeout: float) -> dict:
+    """Open the sockets on a new conversation, spread over the servers, run one turn, wait until every socket has
+    every event."""
     from asgiref.sync import sync_to_async
     from django.contrib.auth import get_user_model
 
@@ -141,10 +86,10 @@ async def watch_turn(base: str, session: str, sockets: int, timeout: float) -> d
     turn = await sync_to_async(lambda: create_turn(Conversation.objects.create(owner=owner, title=QUERY), QUERY))()
     path = f"/ws/console/{turn.conversation_id}/"
     connect_start = time.perf_counter()
-    factories: list[Probe] = []
+    factories: list[ConsoleSocket] = []
     for first in range(0, sockets, CONNECT_BATCH):
         batch = range(first, min(first + CONNECT_BATCH, sockets))
-        factories += await asyncio.gather(*(open_socket(base, path, session) for _ in batch))
+        factories += await asyncio.gather(*(open_socket(bases[i % len(bases)], path, session) for i in batch))
     connect_seconds = time.perf_counter() - connect_start
     deadline = time.monotonic() + 30
     while any(len(f.messages) < 1 for f in factories) and time.monotonic() < deadline:
@@ -162,10 +107,11 @@ async def watch_turn(base: str, session: str, sockets: int, timeout: float) -> d
         if status in ("done", "failed") and all(len(f.messages) - 1 >= len(events) for f in factories):
             break
     await asyncio.sleep(0.5)  # anything extra (a duplicate) would arrive now
-    latencies, complete, extra, out_of_order, incomplete = [], 0, 0, 0, []
+    latencies, complete, extra, out_of_order, incomplete, exact = [], 0, 0, 0, [], 0
     by_sequence: dict[int, list[float]] = {}
     for factory in factories:
         live = factory.messages[1:]  # after the history snapshot: one message per event, in sequence order
+        exact += in_order_once(live, [sequence for sequence, _ in events])
         if len(live) >= len(events):
             complete += 1
         else:
@@ -179,8 +125,11 @@ async def watch_turn(base: str, session: str, sockets: int, timeout: float) -> d
         await factory.close()
     await asyncio.sleep(0.5)
     return {"turn": turn.id, "events": len(events), "sockets": sockets, "complete": complete, "extra": extra,
+            "in_order_once": exact,
             "out_of_order": out_of_order, "incomplete": incomplete,
             "p50_by_sequence": {k: pct(v, 0.5) for k, v in by_sequence.items()},
+            "first_by_sequence": {k: round(min(v), 1) for k, v in by_sequence.items()},
+            "spreads": [max(v) - min(v) for v in by_sequence.values()],
             "snapshots_ok": all(s == 1 for s in snapshots), "latencies": latencies,
             "connect_seconds": connect_seconds, "status": status}  # fmt: skip
 
@@ -205,6 +154,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sockets", type=int, default=200, help="concurrent console WebSockets (default 200)")
     parser.add_argument("--turns", type=int, default=3, help="turns watched, each by fresh sockets (default 3)")
+    parser.add_argument("--daphnes", type=int, default=2, help="Daphnes the sockets spread over (default 2)")
     parser.add_argument("--gets", type=int, default=50, help="GETs of each console page (default 50)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a turn may take to reach every socket")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
@@ -245,24 +195,24 @@ def run(env: dict, args) -> dict:
     client.force_login(viewer)
     session = client.cookies["sessionid"].value
     load_before = os.getloadavg()[0]
-    port = free_port()
-    server, log = start([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "toolhub.asgi:application"], env)
-    base = f"http://127.0.0.1:{port}"
-    with celery_worker(env, app):
-        wait_for_port(port, server, log)
-        time_gets(base, "/console/", session, 2)  # warm the process
-        turns = [asyncio.run(watch_turn(base, session, args.sockets, args.timeout)) for _ in range(args.turns)]
+    with ExitStack() as servers, celery_worker(env, app):
+        bases = [servers.enter_context(daphne(env | {"TOOLHUB_WARM_START": "0"})) for _ in range(args.daphnes)]
+        for base in bases:
+            time_gets(base, "/console/", session, 2)  # warm the process
+        turns = [asyncio.run(watch_turn(bases, session, args.sockets, args.timeout)) for _ in range(args.turns)]
         conversation = f"/console/{_conversation_of(turns[-1]['turn'])}/"
-        list_ms = time_gets(base, "/console/", session, args.gets)
-        thread_ms = time_gets(base, conversation, session, args.gets)
-    server.terminate()
-    server.wait(timeout=30)
-    problems = [line for line in output_of(log).splitlines() if "ERROR" in line or "Exception" in line]
-    log.close()
+        list_ms = time_gets(bases[0], "/console/", session, args.gets)
+        thread_ms = time_gets(bases[0], conversation, session, args.gets)
+        problems = [line for base in bases for line in output_of(daphne_process(base).log).splitlines()
+                    if "ERROR" in line or "Exception" in line]  # fmt: skip
     latencies = [ms for turn in turns for ms in turn["latencies"]]
+    spreads = [ms for turn in turns for ms in turn["spreads"]]
     return {
         "sockets": args.sockets,
-        "turns": [{k: v for k, v in t.items() if k != "latencies"} for t in turns],
+        "daphnes": args.daphnes,
+        "turns": [{k: v for k, v in t.items() if k not in ("latencies", "spreads")} for t in turns],
+        "spread_p50": pct(spreads, 0.5),
+        "spread_max": round(max(spreads), 1) if spreads else None,
         "deliveries": len(latencies),
         "latency_p50": pct(latencies, 0.5),
         "latency_p95": pct(latencies, 0.95),
@@ -286,19 +236,23 @@ def _conversation_of(turn_id: int) -> int:
 
 
 def report(f: dict) -> None:
-    print(f"toolhub console benchmark: {f['sockets']} WebSockets on one Daphne process, Redis channel layer, "
-          f"one Celery worker, PostgreSQL (fresh database, dropped)")  # fmt: skip
+    print(f"toolhub console benchmark: {f['sockets']} WebSockets over {f['daphnes']} Daphne process(es) (each port "
+          f"directly), Redis channel layer, one Celery worker, PostgreSQL (fresh database, dropped)")  # fmt: skip
     print(f"host: {f['cpus']} CPUs, 1-min load {f['load_before']} before, {f['load_after']} after\n")
     for turn in f["turns"]:
         print(f"  turn {turn['turn']} ({turn['status']}): {turn['events']} events; "
-              f"{turn['complete']}/{turn['sockets']} sockets received every one; {turn['extra']} extra and "
+              f"{turn['complete']}/{turn['sockets']} sockets received every one, "
+              f"{turn['in_order_once']}/{turn['sockets']} each once and in order; {turn['extra']} extra and "
               f"{turn['out_of_order']} out-of-order messages; history snapshot first on every socket: "
               f"{turn['snapshots_ok']}; opened in {turn['connect_seconds']:.1f} s")  # fmt: skip
         print(f"    p50 ms by event sequence: {turn['p50_by_sequence']}")
+        print(f"    first socket's ms by event sequence: {turn['first_by_sequence']}")
         for socket in turn["incomplete"]:
             print(f"    incomplete socket: {socket}")
     print(f"\nDelivery latency, event stored -> fragment received ({f['deliveries']} deliveries): "
           f"p50 {f['latency_p50']} ms, p95 {f['latency_p95']} ms, max {f['latency_max']} ms")  # fmt: skip
+    print(f"Fan-out spread, first socket -> last socket to receive an event: p50 {f['spread_p50']} ms, "
+          f"max {f['spread_max']} ms")  # fmt: skip
     print(f"Page render (GET, full body, {f['gets']} each): /console/ p50 {f['list_p50']} ms, p95 {f['list_p95']} ms; "
           f"/console/<id>/ p50 {f['thread_p50']} ms, p95 {f['thread_p95']} ms")  # fmt: skip
     for line in f["daphne_problems"]:

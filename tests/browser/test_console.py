@@ -133,7 +133,9 @@ DUPLICATED_LANDMARKS = """() => {
   const seen = {};
   document.querySelectorAll('body > header, nav, main, aside, section[aria-label], section[aria-labelledby], '
                             + 'form[aria-label], [role=region], [role=navigation], [role=search]').forEach((el) => {
-    const key = el.tagName + '|' + (el.getAttribute('role') || '') + '|' + (el.getAttribute('aria-label') || '');
+    const labelledBy = (el.getAttribute('aria-labelledby') || '').split(' ').map((id) => document.getElementById(id));
+    const name = el.getAttribute('aria-label') || labelledBy.map((label) => label ? label.textContent : '').join(' ');
+    const key = el.tagName + '|' + (el.getAttribute('role') || '') + '|' + name;
     seen[key] = (seen[key] || 0) + 1;
   });
   return Object.keys(seen).filter((key) => seen[key] > 1);

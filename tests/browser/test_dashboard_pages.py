@@ -75,6 +75,73 @@ def test_marking_a_stale_snippet_reviewed_shrinks_the_queue(page, log_in):
     expect(rows).to_have_count(before - 1)
 
 
+def no_sideways_scroll(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+
+
+@pytest.mark.parametrize("viewport", [WIDE, NARROW], ids=["1280", "390"])
+def test_mark_reviewed_says_so_and_undo_puts_the_row_back_by_keyboard(new_page, log_in, screenshot, viewport):
+    late = stale_snippet("Browser test: undo me", overdue=400)
+    before = (late.last_reviewed, late.reviewed_by_id, late.updated_at)
+    page = new_page(viewport=viewport)
+    log_in(page, "operator")
+    page.goto("/knowledge/")
+    rows = page.locator("#snippet-table tbody tr")
+    count = rows.count()
+    status = page.locator("#review-feedback")  # in the page before anything is announced
+    expect(status).to_have_attribute("role", "status")
+    expect(status).to_have_attribute("aria-live", "polite")
+    named = re.compile(r"^Mark reviewed\s*: Browser test: undo me$")  # the row's title is in the button's name
+    mark = rows.first.get_by_role("button", name=named)
+    mark.focus()
+    page.keyboard.press("Enter")
+    expect(status).to_contain_text("“Browser test: undo me” marked reviewed.")
+    expect(rows).to_have_count(count - 1)
+    undo = status.get_by_role("button", name="Undo")
+    expect(undo).to_be_focused()  # the button pressed is gone: focus goes to what can take it back
+    assert no_sideways_scroll(page)
+    screenshot(page, f"knowledge-reviewed-{viewport['width']}")
+    page.keyboard.press("Enter")
+    expect(status).to_contain_text("Review of “Browser test: undo me” undone.")
+    expect(rows).to_have_count(count)
+    expect(page.locator("#queue-count")).to_have_text(str(count))
+    expect(rows.first).to_contain_text("Browser test: undo me")
+    expect(rows.first.get_by_role("button", name=named)).to_be_focused()
+    assert page.url.endswith("/knowledge/")  # no navigation: htmx swapped the queue back
+    late.refresh_from_db()
+    assert (late.last_reviewed, late.reviewed_by_id, late.updated_at) == before
+    page.reload()
+    expect(rows.first).to_contain_text("Browser test: undo me")
+
+
+@pytest.mark.parametrize("viewport", [WIDE, NARROW], ids=["1280", "390"])
+def test_simulating_a_confirmation_lists_the_calls_that_would_wait_for_approval(new_page, log_in, screenshot, viewport):
+    policy = ToolPolicy.objects.get(tool__name=TOOL)
+    assert not policy.requires_confirmation
+    decision = RoutingDecision("get", frozenset(), 0.9).as_dict()
+    RoutingLog.objects.create(query="where does example.com point", decision=decision, called=[TOOL])
+    RoutingLog.objects.create(query="what is 2+2", decision=decision, called=["calculator"])
+    page = new_page(viewport=viewport)
+    log_in(page, "operator")
+    page.goto(f"/policies/{TOOL}/")
+    page.get_by_label("Requires confirmation").check()
+    page.get_by_role("button", name="Simulate").focus()
+    page.keyboard.press("Enter")
+    simulation = page.locator("#simulation")
+    expect(simulation.locator(".sim-summary")).to_contain_text("1 of 2 requests would change")
+    counts = simulation.locator("dl.sim-counts")
+    expect(counts.locator("div", has_text="Calls that would wait for approval")).to_contain_text("1")
+    expect(counts.locator("div", has_text="Tools added")).to_contain_text("0")
+    changed = simulation.locator("table.sim tr.changed")
+    expect(changed).to_have_count(1)
+    expect(changed).to_contain_text("where does example.com point")
+    expect(changed).to_contain_text(f"{TOOL}: runs → needs approval")
+    assert "/simulate" not in page.url and no_sideways_scroll(page)
+    screenshot(page, f"policy-simulation-confirmation-{viewport['width']}")
+    policy.refresh_from_db()
+    assert not policy.requires_confirmation and policy.version == 1  # simulating saved nothing
+
+
 def test_viewer_sees_no_edit_controls_and_direct_posts_get_403(page, log_in, browser_stack):
     snippet = stale_snippet("Browser test: viewer", overdue=10)
     log_in(page, "viewer")

@@ -5,12 +5,9 @@ final frame and [DONE] within its deadline plus a few seconds, and that the turn
 `done`. Short leases and deadlines here; the bounds asserted are the settings' own plus slack for a loaded host.
 """
 
-import http.client
-import json
 import signal
 import time
 from contextlib import ExitStack
-from urllib.parse import urlsplit
 
 import openai
 import pytest
@@ -21,6 +18,7 @@ from agents.models import ModelProfile, Turn, TurnEvent
 from tests.builders import make_user, restore_migrated_routing_data
 from tests.scripted_openai import ScriptedOpenAI
 from tests.servers import celery_worker, daphne, database_env, free_port, output_of, redis_server
+from tests.streams import QUESTION, Stream, ended_once, no_event_twice, wait_until
 from toolhub.celery import app as toolhub_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -30,66 +28,6 @@ LEASE = 4
 FAST = {"TOOLHUB_WARM_START": "0", "TOOLHUB_TURN_LEASE": str(LEASE), "TOOLHUB_MODEL_TIMEOUT": str(MODEL_TIMEOUT),
         "TOOLHUB_MODEL_RETRIES": "2", "TOOLHUB_MODEL": "scripted", "TOOLHUB_TURN_TIME_LIMIT": "120"}  # fmt: skip
 SLACK = 15  # seconds past a deadline a loaded two-core host may need to say so (a worker, Daphne, the test)
-QUESTION = "hello there, how are you"
-
-
-class Stream:
-    """A streamed chat completion read frame by frame as it comes: JSON frames, "[DONE]", and keep-alive lines."""
-
-    def __init__(self, base: str, key: str, text: str = QUESTION, model: str = "toolhub"):
-        url = urlsplit(base)
-        self.connection = http.client.HTTPConnection(url.hostname, url.port, timeout=300)
-        body = {"model": model, "stream": True, "messages": [{"role": "user", "content": text}]}
-        self.connection.request("POST", "/v1/chat/completions", json.dumps(body),
-                                {"Authorization": f"Bearer {key}", "Content-Type": "application/json"})  # fmt: skip
-        self.response = self.connection.getresponse()
-        assert self.response.status == 200, self.response.read()
-        self.frames: list = []
-        self.keepalives = 0
-
-    def read_all(self) -> list:
-        for raw in self.response:
-            line = raw.decode().strip()
-            if line.startswith(":"):
-                self.keepalives += 1
-            elif line.startswith("data: "):
-                data = line.removeprefix("data: ")
-                self.frames.append(data if data == "[DONE]" else json.loads(data))
-                if data == "[DONE]":
-                    break
-        self.connection.close()
-        return self.frames
-
-    @property
-    def text(self) -> str:
-        return "".join(choice["delta"].get("content") or "" for frame in self.frames if isinstance(frame, dict)
-                       for choice in frame.get("choices", []))  # fmt: skip
-
-    @property
-    def errors(self) -> list[dict]:
-        return [frame["error"] for frame in self.frames if isinstance(frame, dict) and "error" in frame]
-
-
-def ended_once(turn: Turn) -> list[str]:
-    """The turn ended (done or failed) and its stored events end with exactly one `done`; their types."""
-    turn.refresh_from_db()
-    assert turn.status in (Turn.Status.DONE, Turn.Status.FAILED), turn.status
-    types = list(TurnEvent.objects.filter(turn=turn).order_by("sequence").values_list("type", flat=True))
-    assert types[-1] == TurnEvent.Type.DONE and types.count(TurnEvent.Type.DONE) == 1, types
-    return types
-
-
-def no_event_twice(turn: Turn) -> None:
-    events = TurnEvent.objects.filter(turn=turn).order_by("sequence").values_list("type", "phase", "payload")
-    keys = [json.dumps(event, sort_keys=True) for event in events]
-    assert len(keys) == len(set(keys)), keys
-
-
-def wait_until(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {seconds} s"
-        time.sleep(0.1)
 
 
 @pytest.fixture

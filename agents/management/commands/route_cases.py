@@ -27,13 +27,15 @@ class Command(BaseCommand):
     requires_system_checks = []
 
     def add_arguments(self, parser):
-        parser.add_argument("cases", help="JSONL of {id, lang, query, expect}")
+        parser.add_argument("cases", nargs="+", help="JSONL files of {id, lang, query, expect} (scored as one set)")
         parser.add_argument("--calibrate", action="store_true", help="fit and write agents/router/calibration.json")
         parser.add_argument("--failures", action="store_true", help="list every failing case")
         parser.add_argument("--mode", default=None, help="steward mode (default: TOOLHUB_STEWARD)")
 
     def handle(self, *args, cases, calibrate, failures, mode, **options):
-        items = read_cases(cases)
+        items = [item for path in cases for item in read_cases(path)]
+        if len({item["id"] for item in items}) != len(items):
+            raise CommandError("the case files repeat an id")
         prepare_search()
         context = StewardContext.current()
         if calibrate:
