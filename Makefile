@@ -76,9 +76,10 @@ test-integration: setup $(CHROMIUM) $(HAPROXY) $(NPM_MCP_SERVERS) $(CONFORMANCE_
 
 # Benchmarks (figures only, no pass/fail): routing cases over the demo catalog (pass rates per
 # language and category, steward p50/p95), then the public bench data:
-# recall against the baselines, then search latency at 2,923 and 10,000 tools; the API, console, MCP and retention
-# benchmarks; a fresh process's start on the 2,923-tool catalog, stored vectors absent then present; one worker
-# against two; last the load and soak on the scaled path (about 15 minutes; LOAD_BENCH_ARGS="--soak-seconds 0"
+# recall against the baselines, then search latency at 2,923 and 10,000 tools; the API, console, page (Chromium:
+# first contentful paint, Send to the first status line), MCP and retention benchmarks; a fresh process's start on
+# the 2,923-tool catalog, stored vectors absent then present; one worker against two; last the load and soak on the
+# scaled path (about 15 minutes; LOAD_BENCH_ARGS="--soak-seconds 0"
 # skips the 10-minute soak, --redis-url picks the Redis database).
 LOAD_BENCH_ARGS ?=
 bench: setup
@@ -91,6 +92,7 @@ bench: setup
 	$(PY) manage.py route_bench --tools 10000 --bench-dir $(BENCH_DIR)
 	$(PY) tests/bench/api_bench.py
 	$(PY) tests/bench/console_bench.py
+	$(PY) tests/bench/page_bench.py
 	$(PY) tests/bench/mcp_bench.py
 	$(PY) tests/bench/retention_bench.py
 	$(PY) tests/bench/startup_bench.py --bench-dir $(BENCH_DIR)

@@ -190,7 +190,8 @@ class ConversationConsumer(ConsoleBase):
 
 
 class OverviewConsumer(ConsoleBase):
-    """/ws/overview/: the overview's live counters and charts, refreshed at most once a second while turns move."""
+    """/ws/overview/: the overview's live section (counters, turn total, charts, recent requests), refreshed at most
+    once a second while turns move."""
 
     async def snapshot(self) -> str:
         self.refreshed = time.monotonic()

@@ -443,6 +443,10 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = os.environ.get("STATIC_ROOT") or (DATA_DIR / "staticfiles" if PRODUCTION else None)
 # Serve straight from the finders while developing; hashed files in production.
 WHITENOISE_USE_FINDERS = not PRODUCTION
+# How long a browser reuses an unhashed static file (every file outside production) before asking again. WhiteNoise's
+# 0 under DEBUG made each page ask for its stylesheet and scripts again; the render-blocking stylesheet's 304 then
+# held the first paint (tests/bench/page_bench.py, README "Benchmarks"). Hashed files in production are cached for ever.
+WHITENOISE_MAX_AGE = env_int("TOOLHUB_STATIC_MAX_AGE", 60)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

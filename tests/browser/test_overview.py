@@ -48,9 +48,10 @@ def test_a_chart_value_shows_on_keyboard_focus_and_on_hover(new_page, log_in, as
         page.goto("/")
         page.wait_for_selector("body[data-live=open]")
         turns_chart = page.locator("figure", has=page.locator("#turns-chart-caption"))
-        # Keyboard: from the caption, Tab reaches the chart's one tab stop (the latest minute), the arrows move.
-        turns_chart.locator("figcaption").click()
-        page.keyboard.press("Tab")
+        # Keyboard: back from the chart's Data table, Shift+Tab reaches its one tab stop (the latest minute), the
+        # arrows move.
+        turns_chart.locator("summary").focus()
+        page.keyboard.press("Shift+Tab")
         latest = turns_chart.locator(".point").last
         expect(latest).to_be_focused()
         expect(latest.locator(".tip")).to_be_visible()
