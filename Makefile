@@ -85,6 +85,7 @@ LOAD_BENCH_ARGS ?=
 bench: setup
 	$(PY) manage.py setup_demo
 	$(PY) manage.py route_cases $(BENCH_DIR)/routing_dev.jsonl
+	$(PY) manage.py route_cases tests/bench/routing_blind_c.jsonl
 	$(PY) manage.py route_eval --catalog $(BENCH_DIR)/catalog.json --queries $(BENCH_DIR)/dev.jsonl --compare
 	$(PY) manage.py route_eval --catalog $(BENCH_DIR)/catalog.json --queries $(BENCH_DIR)/dev.jsonl --split-history
 	$(PY) manage.py route_bench --tools 2923 --bench-dir $(BENCH_DIR)
