@@ -14,7 +14,9 @@ own cost. Then the console pages' render time over plain GETs.
 
 The Daphnes run without their start-up warm-up (TOOLHUB_WARM_START=0): the
 console never searches, and loading the embedding model in a thread would
-hold the GIL against the sockets during the first turn.
+hold the GIL against the sockets during the first turn. One turn watched by
+one socket per Daphne runs first, unmeasured (first loads: the worker's
+models, each Daphne's tiktoken encoding at its first timeline).
 
     .venv/bin/python tests/bench/console_bench.py --sockets 200 --turns 3 --daphnes 2
 """
@@ -199,6 +201,9 @@ def run(env: dict, args) -> dict:
         bases = [servers.enter_context(daphne(env | {"TOOLHUB_WARM_START": "0"})) for _ in range(args.daphnes)]
         for base in bases:
             time_gets(base, "/console/", session, 2)  # warm the process
+        # One turn unmeasured, a socket on each server: each loads tiktoken's encoding at its first timeline (1.1-1.4 s
+        # on a busy host, every later event queued behind it), the worker its models at its first turn.
+        asyncio.run(watch_turn(bases, session, len(bases), args.timeout))
         turns = [asyncio.run(watch_turn(bases, session, args.sockets, args.timeout)) for _ in range(args.turns)]
         conversation = f"/console/{_conversation_of(turns[-1]['turn'])}/"
         list_ms = time_gets(bases[0], "/console/", session, args.gets)
