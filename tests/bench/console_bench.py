@@ -10,11 +10,15 @@ order, none twice. Delivery latency is receipt time minus the event's
 created_at (stored before commit and broadcast, so it includes both); the
 first socket's latency of an event is the way to the web processes (commit,
 broadcast, Redis), the spread from the first to the last socket the fan-out's
-own cost. Then the console pages' render time over plain GETs.
+own cost, and the CPU time the Daphnes used per event (from /proc, so it
+does not grow with the host's load as latencies do). Then the console pages'
+render time over plain GETs.
 
 The Daphnes run without their start-up warm-up (TOOLHUB_WARM_START=0): the
 console never searches, and loading the embedding model in a thread would
-hold the GIL against the sockets during the first turn.
+hold the GIL against the sockets during the first turn. One turn watched by
+one socket per Daphne runs first, unmeasured (first loads: the worker's
+models, each Daphne's tiktoken encoding at its first timeline).
 
     .venv/bin/python tests/bench/console_bench.py --sockets 200 --turns 3 --daphnes 2
 """
@@ -73,6 +77,16 @@ def in_order_once(live: list[tuple[float, str]], sequences: list[int]) -> bool:
     return all(match is None or int(match[1]) == sequence for match, sequence in named)
 
 
+def server_cpu_seconds(bases: list[str]) -> float:
+    """CPU time the Daphnes have used so far (user + system, from /proc): what the fan-out costs, at any load."""
+    ticks = 0
+    for base in bases:
+        with open(f"/proc/{daphne_process(base).pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 async def watch_turn(bases: list[str], session: str, sockets: int, timeout: float) -> dict:
     """Open the sockets on a new conversation, spread over the servers, run one turn, wait until every socket has
     every event."""
@@ -95,6 +109,7 @@ async def watch_turn(bases: list[str], session: str, sockets: int, timeout: floa
     while any(len(f.messages) < 1 for f in factories) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)  # every socket has its (empty) history snapshot
     snapshots = [len(f.messages) for f in factories]
+    cpu_before = server_cpu_seconds(bases)
     await sync_to_async(enqueue_turn)(turn.id)
     deadline = time.monotonic() + timeout
     events = []
@@ -107,6 +122,7 @@ async def watch_turn(bases: list[str], session: str, sockets: int, timeout: floa
         if status in ("done", "failed") and all(len(f.messages) - 1 >= len(events) for f in factories):
             break
     await asyncio.sleep(0.5)  # anything extra (a duplicate) would arrive now
+    cpu_seconds = server_cpu_seconds(bases) - cpu_before
     latencies, complete, extra, out_of_order, incomplete, exact = [], 0, 0, 0, [], 0
     by_sequence: dict[int, list[float]] = {}
     for factory in factories:
@@ -131,7 +147,7 @@ async def watch_turn(bases: list[str], session: str, sockets: int, timeout: floa
             "first_by_sequence": {k: round(min(v), 1) for k, v in by_sequence.items()},
             "spreads": [max(v) - min(v) for v in by_sequence.values()],
             "snapshots_ok": all(s == 1 for s in snapshots), "latencies": latencies,
-            "connect_seconds": connect_seconds, "status": status}  # fmt: skip
+            "connect_seconds": connect_seconds, "status": status, "cpu_seconds": cpu_seconds}  # fmt: skip
 
 
 def time_gets(base: str, path: str, session: str, count: int) -> list[float]:
@@ -199,6 +215,9 @@ def run(env: dict, args) -> dict:
         bases = [servers.enter_context(daphne(env | {"TOOLHUB_WARM_START": "0"})) for _ in range(args.daphnes)]
         for base in bases:
             time_gets(base, "/console/", session, 2)  # warm the process
+        # One turn unmeasured, a socket on each server: each loads tiktoken's encoding at its first timeline (1.1-1.4 s
+        # on a busy host, every later event queued behind it), the worker its models at its first turn.
+        asyncio.run(watch_turn(bases, session, len(bases), args.timeout))
         turns = [asyncio.run(watch_turn(bases, session, args.sockets, args.timeout)) for _ in range(args.turns)]
         conversation = f"/console/{_conversation_of(turns[-1]['turn'])}/"
         list_ms = time_gets(bases[0], "/console/", session, args.gets)
@@ -207,7 +226,9 @@ def run(env: dict, args) -> dict:
                     if "ERROR" in line or "Exception" in line]  # fmt: skip
     latencies = [ms for turn in turns for ms in turn["latencies"]]
     spreads = [ms for turn in turns for ms in turn["spreads"]]
+    events = sum(turn["events"] for turn in turns)
     return {
+        "cpu_ms_per_event": round(sum(turn["cpu_seconds"] for turn in turns) * 1000 / events, 1) if events else None,
         "sockets": args.sockets,
         "daphnes": args.daphnes,
         "turns": [{k: v for k, v in t.items() if k not in ("latencies", "spreads")} for t in turns],
@@ -253,6 +274,8 @@ def report(f: dict) -> None:
           f"p50 {f['latency_p50']} ms, p95 {f['latency_p95']} ms, max {f['latency_max']} ms")  # fmt: skip
     print(f"Fan-out spread, first socket -> last socket to receive an event: p50 {f['spread_p50']} ms, "
           f"max {f['spread_max']} ms")  # fmt: skip
+    print(f"Daphne CPU from enqueue to the last delivery, all Daphnes: {f['cpu_ms_per_event']} ms per event "
+          f"({f['sockets']} deliveries)")  # fmt: skip
     print(f"Page render (GET, full body, {f['gets']} each): /console/ p50 {f['list_p50']} ms, p95 {f['list_p95']} ms; "
           f"/console/<id>/ p50 {f['thread_p50']} ms, p95 {f['thread_p95']} ms")  # fmt: skip
     for line in f["daphne_problems"]:
