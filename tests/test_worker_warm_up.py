@@ -44,3 +44,19 @@ def test_a_worker_whose_turns_run_in_its_own_process_warms_before_it_takes_any(w
     worker_signals.warm_search_index(sender=SimpleNamespace(pool=object()))  # solo: not a prefork pool
 
     assert warm_ups == ["in the foreground"]
+
+
+
+def test_the_warm_up_loads_the_token_counters_encoding_too(monkeypatch, settings):
+    from catalog import search
+
+    settings.TOOLHUB_WARM_START = True
+    done = []
+    monkeypatch.setattr(search, "prepare_search", lambda: done.append("search"))
+    # What warm_up runs after search: each step recorded instead of loading the models.
+    steps = [lambda step=step: done.append(step.__name__) for step in agents.router.WARM_UP]
+    monkeypatch.setattr(agents.router, "WARM_UP", tuple(steps))
+
+    agents.router.warm_up()
+
+    assert done == ["search", "prepare_routing", "encoding"]
