@@ -4,8 +4,11 @@ Thin: check the permission on connect (anonymous or without
 agents.view_turn -> closed before accept), join the process's console
 fan-out (agents/fanout.py: one channel in the `console` group per
 process, not one per socket), send the current state as one fragment,
-then one fragment per live event. Rendering lives in agents.console and
-agents.overview (an event's fragment once per process). Never writes.
+then one fragment per live event: events that queued for a socket while
+it drew the previous one go out together in one frame (a burst of events
+costs each socket one send, not one per event). Rendering lives in
+agents.console and agents.overview (an event's fragment once per
+process). Never writes.
 
 A conversation viewer sees the stored history first, then live events:
 it joins the fan-out before reading the store, drops what it already sent
@@ -165,28 +168,45 @@ class ConversationConsumer(ConsoleBase):
         return html
 
     async def turn_event(self, message):
+        """Draw the event, and with it every event that queued for this socket meanwhile: one frame for a burst."""
+        html = await self.fragments(message)
+        while not self.inbox.empty():
+            queued = self.inbox.get_nowait()
+            if queued["type"] != MESSAGE_TYPE:  # the fan-out lost the group: send what is drawn, then fail
+                break
+            html += await self.fragments(queued)
+        else:
+            queued = None
+        if html:
+            await self.send(text_data=html)
+        if queued is not None:
+            await self.dispatch(queued)
+
+    async def fragments(self, message) -> str:
+        """What the event adds to this conversation's page ("" for another conversation's or one already shown)."""
         event = message["event"]
         turn_id = event["turn"]
         if turn_id in self.foreign:
-            return
+            return ""
         if turn_id not in self.last:
             if not await database_sync_to_async(console.turn_in_conversation)(turn_id, self.conversation_id):
                 self.foreign.add(turn_id)
-                return
+                return ""
             html, self.last[turn_id] = await database_sync_to_async(console.render_new_turn)(
                 turn_id, can_decide=self.can_decide
             )
-            await self.send(text_data=html)
-            return
+            return html
         last = self.last[turn_id]
         if event["sequence"] <= last:
-            return  # already shown (from the history or an earlier gap fill)
+            return ""  # already shown (from the history or an earlier gap fill)
         events = [event]
         if event["sequence"] != last + 1:
             events = await database_sync_to_async(console.missing_events)(turn_id, after=last)
+        html = ""
         for each in events:
-            await self.send(text_data=await event_fragment(each, can_decide=self.can_decide))
+            html += await event_fragment(each, can_decide=self.can_decide)
             self.last[turn_id] = each["sequence"]
+        return html
 
 
 class OverviewConsumer(ConsoleBase):

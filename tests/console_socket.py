@@ -3,8 +3,13 @@
 import asyncio
 import base64
 import os
+import re
 import time
 from urllib.parse import urlsplit
+
+# Each live event's fragment starts with this comment (templates/agents/conversation.html, live-event): a frame may
+# carry several events (a socket gets what queued for it while it drew the previous one in one frame).
+EVENT_MARK = re.compile(r"<!-- event (\d+)/(\d+) -->")
 
 
 class ConsoleSocket:
@@ -16,6 +21,15 @@ class ConsoleSocket:
     def __init__(self):
         self.messages: list[tuple[float, str]] = []
         self.ended = ""  # why reading stopped, if it did
+
+    def events(self, turn_id: int) -> list[tuple[float, int]]:
+        """(receipt time, sequence) of each live event of the turn this socket drew, in the order drawn."""
+        return [
+            (received, int(sequence))
+            for received, text in self.messages[1:]
+            for turn, sequence in EVENT_MARK.findall(text)
+            if int(turn) == turn_id
+        ]
 
     async def open(self, base: str, path: str, session: str) -> "ConsoleSocket":
         url = urlsplit(base)

@@ -126,9 +126,33 @@ async def test_a_gap_in_live_events_is_filled_from_the_store_in_order(communicat
         turn=turn, sequence=2, type=TurnEvent.Type.STATUS, phase="tool", payload={"message": "second"}
     )
     await store(turn, TurnEvent.Type.STATUS, phase="tool", message="third")
-    first, second = await socket.receive_from(), await socket.receive_from()
-    assert "second" in first and f'id="event-{turn.id}-2"' in first
-    assert "third" in second and f'id="event-{turn.id}-3"' in second
+    frame = await socket.receive_from()  # the gap and the event that revealed it: one frame, in order
+    assert event_ids(frame, turn) == [2, 3] and frame.index("second") < frame.index("third")
+    assert await socket.receive_nothing(timeout=0.3)
+    await socket.disconnect()
+
+
+async def test_events_that_queue_while_a_socket_draws_go_out_in_its_next_frame_in_order(communicator, monkeypatch):
+    from agents import consumers
+
+    drawing = consumers.event_fragment
+
+    async def slow_first(event, *, can_decide):
+        if event["sequence"] == 1:
+            await asyncio.sleep(0.5)  # events 2 and 3 reach the socket's inbox meanwhile
+        return await drawing(event, can_decide=can_decide)
+
+    monkeypatch.setattr(consumers, "event_fragment", slow_first)
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    turn = await new_turn(viewer)
+    socket = communicator(f"/ws/console/{turn.conversation_id}/", viewer)
+    assert (await socket.connect())[0]
+    await socket.receive_from()
+    for number in range(1, 4):
+        await store(turn, TurnEvent.Type.STATUS, phase="analysis", message=f"step {number}")
+    frame = await socket.receive_from(timeout=5)
+    assert event_ids(frame, turn) == [1, 2, 3]
+    assert [int(n) for _, n in re.findall(r"<!-- event (\d+)/(\d+) -->", frame)] == [1, 2, 3]
     assert await socket.receive_nothing(timeout=0.3)
     await socket.disconnect()
 

@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import http.client
 import os
-import re
 import sys
 import tempfile
 import time
@@ -46,7 +45,6 @@ from tests.servers import celery_worker, daphne, daphne_process, embedded_env, m
 POSTGRES = "postgresql://postgres@127.0.0.1:5432"
 QUERY = "What time is it in Paris?"  # steward, routing, a tool call and result, knowledge, a streamed answer
 CONNECT_BATCH = 25
-SEQUENCE = re.compile(r'data-sequence="(\d+)"')
 
 
 def admin(sql: str) -> None:
@@ -69,12 +67,9 @@ def pct(values: list[float], fraction: float) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def in_order_once(live: list[tuple[float, str]], sequences: list[int]) -> bool:
-    """One message per stored event, in sequence order: each fragment that names its event names the right one."""
-    if len(live) != len(sequences):
-        return False
-    named = [(SEQUENCE.search(text), sequence) for (_, text), sequence in zip(live, sequences, strict=True)]
-    return all(match is None or int(match[1]) == sequence for match, sequence in named)
+def in_order_once(drawn: list[int], sequences: list[int]) -> bool:
+    """Every stored event drawn once, in sequence order (however the frames grouped them)."""
+    return drawn == sequences
 
 
 def server_cpu_seconds(bases: list[str]) -> float:
@@ -119,30 +114,34 @@ async def watch_turn(bases: list[str], session: str, sockets: int, timeout: floa
         events = await sync_to_async(
             lambda: list(TurnEvent.objects.filter(turn=turn).order_by("sequence").values_list("sequence", "created_at"))
         )()
-        if status in ("done", "failed") and all(len(f.messages) - 1 >= len(events) for f in factories):
+        if status in ("done", "failed") and all(len(f.events(turn.id)) >= len(events) for f in factories):
             break
     await asyncio.sleep(0.5)  # anything extra (a duplicate) would arrive now
     cpu_seconds = server_cpu_seconds(bases) - cpu_before
     latencies, complete, extra, out_of_order, incomplete, exact = [], 0, 0, 0, [], 0
     by_sequence: dict[int, list[float]] = {}
+    sequences = [sequence for sequence, _ in events]
+    stored_at = {sequence: created_at.timestamp() for sequence, created_at in events}
     for factory in factories:
-        live = factory.messages[1:]  # after the history snapshot: one message per event, in sequence order
-        exact += in_order_once(live, [sequence for sequence, _ in events])
-        if len(live) >= len(events):
+        drawn = factory.events(turn.id)  # after the history snapshot; a frame may carry several events
+        order = [sequence for _, sequence in drawn]
+        exact += in_order_once(order, sequences)
+        if set(sequences) <= set(order):
             complete += 1
         else:
-            incomplete.append(f"{len(live)}/{len(events)} events{', ' + factory.ended if factory.ended else ''}")
-        extra += max(len(live) - len(events), 0)
-        for (received, text), (sequence, created_at) in zip(live, events, strict=False):
-            latencies.append((received - created_at.timestamp()) * 1000)
-            by_sequence.setdefault(sequence, []).append(latencies[-1])
-            if "data-sequence" in text and f'data-sequence="{sequence}"' not in text:
-                out_of_order += 1
+            incomplete.append(f"{len(set(order))}/{len(events)} events{', ' + factory.ended if factory.ended else ''}")
+        extra += len(order) - len(set(order))
+        out_of_order += sum(1 for before, after in zip(order, order[1:], strict=False) if after < before)
+        for received, sequence in drawn:
+            if sequence in stored_at:
+                latencies.append((received - stored_at[sequence]) * 1000)
+                by_sequence.setdefault(sequence, []).append(latencies[-1])
         await factory.close()
     await asyncio.sleep(0.5)
     return {"turn": turn.id, "events": len(events), "sockets": sockets, "complete": complete, "extra": extra,
             "in_order_once": exact,
             "out_of_order": out_of_order, "incomplete": incomplete,
+            "frames": pct([len(factory.messages) - 1 for factory in factories], 0.5),
             "p50_by_sequence": {k: pct(v, 0.5) for k, v in by_sequence.items()},
             "first_by_sequence": {k: round(min(v), 1) for k, v in by_sequence.items()},
             "spreads": [max(v) - min(v) for v in by_sequence.values()],
@@ -264,7 +263,7 @@ def report(f: dict) -> None:
         print(f"  turn {turn['turn']} ({turn['status']}): {turn['events']} events; "
               f"{turn['complete']}/{turn['sockets']} sockets received every one, "
               f"{turn['in_order_once']}/{turn['sockets']} each once and in order; {turn['extra']} extra and "
-              f"{turn['out_of_order']} out-of-order messages; history snapshot first on every socket: "
+              f"{turn['out_of_order']} out-of-order; {turn['frames']} frames a socket (p50); history snapshot first: "
               f"{turn['snapshots_ok']}; opened in {turn['connect_seconds']:.1f} s")  # fmt: skip
         print(f"    p50 ms by event sequence: {turn['p50_by_sequence']}")
         print(f"    first socket's ms by event sequence: {turn['first_by_sequence']}")
