@@ -52,10 +52,13 @@ def test_the_warm_up_loads_the_token_counters_encoding_too(monkeypatch, settings
     settings.TOOLHUB_WARM_START = True
     done = []
     monkeypatch.setattr(search, "prepare_search", lambda: done.append("search"))
+    # warm_up closes this thread's connections when done; a connection an earlier test left open would
+    # otherwise need database access this test has no use for.
+    monkeypatch.setattr(search, "close_old_connections", lambda: done.append("connections closed"))
     # What warm_up runs after search: each step recorded instead of loading the models.
     steps = [lambda step=step: done.append(step.__name__) for step in agents.router.WARM_UP]
     monkeypatch.setattr(agents.router, "WARM_UP", tuple(steps))
 
     agents.router.warm_up()
 
-    assert done == ["search", "prepare_routing", "encoding"]
+    assert done == ["search", "prepare_routing", "encoding", "connections closed"]
