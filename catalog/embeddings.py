@@ -143,9 +143,7 @@ def embed_texts(texts: list[str], *, model: str | None = None) -> np.ndarray:
         fresh = [text for text in missing if text not in cached]
         if fresh:
             forward = _forward_e5 if key == E5_SMALL else _forward_minilm
-            made = dict(zip(fresh, forward(fresh), strict=True))
-            embedding_cache.write(MODEL_NAMES[key], made)
-            cached |= made
+            cached |= embedding_cache.embed(MODEL_NAMES[key], fresh, forward)
         for text in missing:
             found[text] = cached[text]
             if len(_memo) >= MEMO_SIZE:

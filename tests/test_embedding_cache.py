@@ -1,6 +1,8 @@
 """The machine's file of vectors (catalog/embedding_cache.py): read before the model runs, written once, per model."""
 
 import multiprocessing
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -90,3 +92,36 @@ def test_processes_writing_the_same_texts_at_once_keep_one_row_each(tmp_path):
     found = embedding_cache._read_from(file, "model", texts + ["never written"])
     assert set(found) == set(texts)
     assert all(np.array_equal(found[text], np.full(4, float(len(text)))) for text in texts)
+
+
+def _embed_in_another_process(file: str, texts: list[str], log: str) -> None:
+    from django.conf import settings
+
+    settings.TOOLHUB_VECTOR_CACHE = file
+
+    def forward(batch):
+        with open(log, "a") as out:
+            out.writelines(f"{text}\n" for text in batch)
+        time.sleep(0.02)  # a forward pass takes time: the other process reaches the batches this one holds
+        return np.array([np.full(4, float(len(text))) for text in batch], dtype=np.float32)
+
+    vectors = embedding_cache.embed("model", texts, forward)
+    assert set(vectors) == set(texts)
+    assert all(np.array_equal(vectors[text], np.full(4, float(len(text)))) for text in texts)
+
+
+def test_processes_needing_the_same_new_texts_at_once_embed_each_of_them_once(tmp_path):
+    """The test suite's two workers building the demo on a fresh clone: the work is split, not done twice."""
+    file, log = str(tmp_path / "vectors.sqlite3"), str(tmp_path / "forwarded.txt")
+    texts = [f"example {i} " + "x" * (i % 7) for i in range(40 * embedding_cache.SHARE)]
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_embed_in_another_process, args=(file, texts, log)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+
+    assert [worker.exitcode for worker in workers] == [0, 0]  # each got every vector (asserted in the process)
+    forwarded = Path(log).read_text().splitlines()
+    assert sorted(forwarded) == sorted(texts)  # each text once, by one of them
+    assert set(embedding_cache._read_from(file, "model", texts)) == set(texts)

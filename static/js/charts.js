@@ -1,6 +1,6 @@
 // Overview charts (agents/charts.py): one tab stop a chart, the arrow keys (Home, End) move between its points, whose
 // value then shows (CSS, on :focus); and what the reader was on survives the live refreshes that replace the section:
-// the focused point and the open data tables, found again by their data-key.
+// the focused point, summary or link and the open data tables, found again by their keys.
 (function () {
   "use strict";
 
@@ -30,14 +30,29 @@
     if (point && point.getAttribute("tabindex") !== "0") moveTo(point.closest("[data-chart-points]"), point);
   });
 
+  // What had the focus, as selectors that find it again in the new section: a chart's point by its key (one that
+  // scrolled out of the chart falls back to the chart's tab stop), a data table's summary, an element's id, a link.
+  function focusedSelector(section) {
+    var element = section.contains(document.activeElement) ? document.activeElement : null;
+    if (!element) return null;
+    var point = element.closest(".point");
+    if (point) {
+      var chart = 'figure[aria-labelledby="' + CSS.escape(point.closest("figure").getAttribute("aria-labelledby")) + '"]';
+      return { chart: chart, point: chart + ' .point[data-key="' + CSS.escape(point.dataset.key) + '"]' };
+    }
+    var details = element.closest("details[data-key]");
+    if (details && element.tagName === "SUMMARY") return { element: 'details[data-key="' + CSS.escape(details.dataset.key) + '"] > summary' };
+    if (element.id) return { element: "#" + CSS.escape(element.id) };
+    if (element.matches("a[href]")) return { element: 'a[href="' + CSS.escape(element.getAttribute("href")) + '"]' };
+    return null;
+  }
+
   var kept = null;
   document.addEventListener("htmx:wsBeforeMessage", function () {
     var section = document.getElementById("overview-live");
     if (!section) return;
-    var focused = section.contains(document.activeElement) ? document.activeElement.closest(".point") : null;
     kept = {
-      chart: focused ? focused.closest("figure").getAttribute("aria-labelledby") : null,
-      point: focused ? focused.dataset.key : null,
+      focus: focusedSelector(section),
       open: Array.prototype.map.call(section.querySelectorAll("details[open][data-key]"), function (d) { return d.dataset.key; }),
     };
   });
@@ -45,14 +60,16 @@
     var section = document.getElementById("overview-live");
     if (!section || !kept) return;
     kept.open.forEach(function (key) {
-      var details = section.querySelector('details[data-key="' + key + '"]');
+      var details = section.querySelector('details[data-key="' + CSS.escape(key) + '"]');
       if (details) details.open = true;
     });
-    if (kept.point) {
-      var figure = section.querySelector('figure[aria-labelledby="' + kept.chart + '"]');
-      // A minute or a request that scrolled out of the chart: its tab stop (the latest) instead.
-      var point = figure && (figure.querySelector('.point[data-key="' + kept.point + '"]') || figure.querySelector('.point[tabindex="0"]'));
+    var focus = kept.focus;
+    if (focus && focus.point) {
+      var point = section.querySelector(focus.point) || section.querySelector(focus.chart + ' .point[tabindex="0"]');
       if (point) moveTo(point.closest("[data-chart-points]"), point);
+    } else if (focus && focus.element) {
+      var element = section.querySelector(focus.element);
+      if (element) element.focus();
     }
     kept = null;
   });

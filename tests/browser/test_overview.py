@@ -22,6 +22,14 @@ def test_an_open_overview_shows_the_new_total_and_request_row_after_a_turn_runs_
     turns_chart.get_by_text("Data table").click()
     turns_chart.locator(".point").last.focus()
     messages = int(watcher.evaluate("document.body.dataset.liveMessages || '0'"))
+    # Another reader is on a chart's "Data table" summary (the keyboard's way from a chart to its table).
+    reader = new_page()
+    log_in(reader, "viewer")
+    reader.goto("/")
+    reader.wait_for_selector("body[data-live=open]")
+    reader_chart = reader.locator("figure", has=reader.locator("#turns-chart-caption"))
+    reader_chart.locator("summary").focus()
+    reader_messages = int(reader.evaluate("document.body.dataset.liveMessages || '0'"))
 
     asker = new_page()
     log_in(asker, "operator")
@@ -34,6 +42,9 @@ def test_an_open_overview_shows_the_new_total_and_request_row_after_a_turn_runs_
     assert int(watcher.evaluate("document.body.dataset.liveMessages")) > messages  # swapped live, not reloaded
     expect(turns_chart.locator("details.chart-data")).to_have_attribute("open", "")
     assert watcher.evaluate("document.activeElement.matches('#overview-live .point')")
+    expect(reader.locator('[data-counter="turns_total"]')).to_have_text(str(before + 1))
+    assert int(reader.evaluate("document.body.dataset.liveMessages")) > reader_messages
+    expect(reader_chart.locator("summary")).to_be_focused()
     screenshot(watcher, "overview-live-1280")
 
 
