@@ -48,15 +48,22 @@ def turn_thread(turn_id: int) -> threading.Thread:
     return thread
 
 
+def new_turn_thread(before: set[threading.Thread]) -> threading.Thread:
+    """The turn thread started since `before` was taken, found without a query: while the turn writes, SQLite's
+    in-memory database (shared cache, table locks) fails a read of its tables at once instead of waiting."""
+    (thread,) = [t for t in threading.enumerate() if t.name.startswith("turn-") and t not in before]
+    return thread
+
+
 @pytest.mark.django_db(transaction=True)  # the turn's thread reads the committed rows
 def test_an_operator_starts_a_turn_from_the_console_like_the_api(client, eager_celery, demo_catalog):
     operator = make_user("operator", role="operator")
     client.force_login(operator)
+    before = set(threading.enumerate())
     response = client.post("/console/", {"message": "What is 15 + 27?", "model": "toolhub"})
+    new_turn_thread(before).join(timeout=60)
     turn = Turn.objects.get()
     assert response.status_code == 302 and response.url == f"/console/{turn.conversation_id}/"
-    turn_thread(turn.id).join(timeout=60)
-    turn.refresh_from_db()
     assert turn.conversation.owner == operator and turn.status == Turn.Status.DONE
     page = client.get(response.url).content.decode()
     assert f'ws-connect="/ws/console/{turn.conversation_id}/"' in page
