@@ -51,7 +51,7 @@ def turn_thread(turn_id: int) -> threading.Thread:
 def new_turn_thread(before: set[threading.Thread]) -> threading.Thread:
     """The turn thread started since `before` was taken, found without a query: while the turn writes, SQLite's
     in-memory database (shared cache, table locks) fails a read of its tables at once instead of waiting."""
-    (thread,) = [t for t in threading.enumerate() if t.name.startswith("turn-") and t not in before]
+    (thread,) = [t for t in threading.enumerate() if re.fullmatch(r"turn-\d+", t.name) and t not in before]
     return thread
 
 
