@@ -578,6 +578,7 @@ class RetentionRun(models.Model):
     events = models.PositiveBigIntegerField(default=0)
     messages = models.PositiveBigIntegerField(default=0)
     routing_logs = models.PositiveBigIntegerField(default=0)
+    conversations = models.PositiveBigIntegerField(default=0, help_text="Conversations its deletes left empty.")
 
     class Meta:
         ordering = ["-started_at"]

@@ -1,9 +1,13 @@
-"""Retention: finished turns older than TOOLHUB_RETENTION_DAYS go, with their events, messages and routing logs.
+"""Retention: finished turns older than TOOLHUB_RETENTION_DAYS go, with their events, messages and routing logs,
+and so does a conversation they leave empty.
 
 Each batch is one short transaction that adds what it removes to the day's RetentionDay (counts and latency
 buckets, so the overview's totals stay right) and deletes it; a crash between batches loses nothing and counts
 nothing twice, and a rerun carries on. It must never touch a turn that is not finished (queued, running, waiting
-on an approval), nor any row of a conversation with an open (active) workflow. The beat task
+on an approval), nor any row of a conversation with an open (active) workflow. A conversation goes in the batch that
+removed its last turn or message, when nothing of it is left (no turn, no message, no workflow of any status: a
+submitted workflow keeps its idempotency key and result) and it was not updated since the cutoff; conversations are
+never scanned as a whole. The beat task
 (agents.tasks.apply_retention) and `manage.py apply_retention` both call apply_retention.
 """
 
@@ -13,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Exists, OuterRef
 from django.utils import timezone
 
-from .models import Message, RetentionDay, RetentionRun, RoutingLog, Turn, TurnEvent, Workflow
+from .models import Conversation, Message, RetentionDay, RetentionRun, RoutingLog, Turn, TurnEvent, Workflow
 
 
 @dataclass
@@ -31,6 +35,7 @@ class RetentionResult:
     events: int = 0
     messages: int = 0
     routing_logs: int = 0
+    conversations: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self) | {"cutoff": self.cutoff.isoformat() if self.cutoff else None}
@@ -77,6 +82,23 @@ def expired_loose_messages(cutoff: datetime.datetime):
 def expired_loose_routing_logs(cutoff: datetime.datetime):
     """Routing logs of no turn (the steward run from `manage.py steward_analyze`) written before `cutoff`."""
     return RoutingLog.objects.filter(turn__isnull=True, created_at__lt=cutoff).order_by("created_at", "id")
+
+
+def _left_empty(conversations, cutoff: datetime.datetime):
+    """Those of `conversations` with no turn, message or workflow left, not updated since `cutoff`."""
+    of_it = {"conversation": OuterRef("pk")}
+    return (
+        conversations.filter(updated_at__lt=cutoff)
+        .exclude(Exists(Turn.objects.filter(**of_it)))
+        .exclude(Exists(Message.objects.filter(**of_it)))
+        .exclude(Exists(Workflow.objects.filter(**of_it)))
+    )
+
+
+def _delete_emptied(conversation_ids: set[int], cutoff: datetime.datetime) -> int:
+    """Delete the conversations of a batch that it left empty; how many went."""
+    emptied = _left_empty(Conversation.objects.filter(id__in=conversation_ids), cutoff)
+    return emptied.delete()[1].get(Conversation._meta.label, 0)
 
 
 def _add_log(figures: DayFigures, log: RoutingLog) -> None:
@@ -129,7 +151,7 @@ def _add_buckets(stored: list[int], added: list[int]) -> list[int]:
 def _turn_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
     """Summarise and delete up to `batch_size` expired turns and their rows in one transaction; False when none."""
     with transaction.atomic():
-        turns = _locked(expired_turns(cutoff), batch_size, "id", "status", "created_at")
+        turns = _locked(expired_turns(cutoff), batch_size, "id", "status", "created_at", "conversation_id")
         if not turns:
             return False
         ids = [turn.id for turn in turns]
@@ -154,6 +176,7 @@ def _turn_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
         result.messages += Message.objects.filter(turn_id__in=ids).delete()[0]
         result.routing_logs += RoutingLog.objects.filter(turn_id__in=ids).delete()[0]
         result.turns += Turn.objects.filter(id__in=ids).delete()[1].get(Turn._meta.label, 0)
+        result.conversations += _delete_emptied({turn.conversation_id for turn in turns}, cutoff)
     result.batches += 1
     return True
 
@@ -161,7 +184,7 @@ def _turn_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
 def _loose_messages_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
     """Summarise and delete up to `batch_size` expired messages of no turn in one transaction; False when none."""
     with transaction.atomic():
-        messages = _locked(expired_loose_messages(cutoff), batch_size, "id", "created_at")
+        messages = _locked(expired_loose_messages(cutoff), batch_size, "id", "created_at", "conversation_id")
         if not messages:
             return False
         figures = defaultdict(DayFigures)
@@ -169,6 +192,7 @@ def _loose_messages_batch(cutoff, batch_size: int, result: RetentionResult) -> b
             figures[message.created_at.date()].messages += 1
         _record(figures)
         result.messages += Message.objects.filter(id__in=[message.id for message in messages]).delete()[0]
+        result.conversations += _delete_emptied({message.conversation_id for message in messages}, cutoff)
     result.batches += 1
     return True
 
@@ -186,6 +210,22 @@ def _loose_logs_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
         result.routing_logs += RoutingLog.objects.filter(id__in=[log.id for log in logs]).delete()[0]
     result.batches += 1
     return True
+
+
+def _would_be_emptied(turns, cutoff: datetime.datetime):
+    """The dry run's count: conversations the run would leave empty (as _left_empty, after the run's deletes)."""
+    loose = expired_loose_messages(cutoff)
+    touched = Conversation.objects.filter(id__in=turns.values("conversation_id")) | Conversation.objects.filter(
+        id__in=loose.values("conversation_id")
+    )
+    of_it = {"conversation": OuterRef("pk")}
+    kept_messages = Message.objects.filter(**of_it).exclude(turn__in=turns).exclude(id__in=loose.values("id"))
+    return (
+        touched.filter(updated_at__lt=cutoff)
+        .exclude(Exists(Turn.objects.filter(**of_it).exclude(id__in=turns.values("id"))))
+        .exclude(Exists(kept_messages))
+        .exclude(Exists(Workflow.objects.filter(**of_it)))
+    )
 
 
 def retention_cutoff(*, days: int, now: datetime.datetime | None = None) -> datetime.datetime | None:
@@ -214,6 +254,7 @@ def apply_retention(*, days: int | None = None, now: datetime.datetime | None = 
         result.routing_logs = (
             RoutingLog.objects.filter(turn__in=turns).count() + expired_loose_routing_logs(cutoff).count()
         )
+        result.conversations = _would_be_emptied(turns, cutoff).count()
         return result
     for batch in (_turn_batch, _loose_messages_batch, _loose_logs_batch):
         while batch(cutoff, batch_size, result):
@@ -223,7 +264,10 @@ def apply_retention(*, days: int | None = None, now: datetime.datetime | None = 
         finished_at=timezone.now(),
         retention_days=days,
         cutoff=cutoff,
-        **{name: getattr(result, name) for name in ("batches", "turns", "events", "messages", "routing_logs")},
+        **{
+            name: getattr(result, name)
+            for name in ("batches", "turns", "events", "messages", "routing_logs", "conversations")
+        },
     )
     return result
 

@@ -36,6 +36,39 @@ def test_old_finished_turns_go_with_their_events_messages_and_routing_logs(conve
     assert Message.objects.count() == 2 and RoutingLog.objects.count() == 1
 
 
+def old_conversation() -> Conversation:
+    conversation = Conversation.objects.create(owner=make_user(f"user-{Conversation.objects.count()}"))
+    Conversation.objects.filter(pk=conversation.pk).update(created_at=OLD, updated_at=OLD)
+    return conversation
+
+
+def test_a_conversation_its_expired_turns_and_messages_leave_empty_goes_with_them():
+    emptied_by_turns, emptied_by_a_message = old_conversation(), old_conversation()
+    make_turn(emptied_by_turns)
+    make_turn(emptied_by_turns, status=Turn.Status.CANCELLED)
+    Message.objects.filter(pk=Message.objects.create(conversation=emptied_by_a_message, role="user").pk).update(
+        created_at=OLD
+    )
+    still_talking = old_conversation()  # old, but a turn of last week keeps it
+    make_turn(still_talking)
+    make_turn(still_talking, when=NOW - datetime.timedelta(days=7))
+    with_a_workflow = old_conversation()  # a submitted workflow keeps its idempotency key and result
+    make_turn(with_a_workflow)
+    Workflow.objects.create(conversation=with_a_workflow, owner=with_a_workflow.owner, kind="k", phase="p",
+                            status=Workflow.Status.SUBMITTED, expires_at=OLD, idempotency_key="once")  # fmt: skip
+    never_used_recently = Conversation.objects.create(owner=make_user("recent"))  # updated now: a turn may come
+    make_turn(never_used_recently)
+    kept = {still_talking.pk, with_a_workflow.pk, never_used_recently.pk}
+
+    assert apply_retention(days=30, dry_run=True).conversations == 2
+    result = apply_retention(days=30, batch_size=1)
+
+    assert (result.turns, result.conversations) == (5, 2)
+    assert set(Conversation.objects.values_list("pk", flat=True)) == kept
+    assert RetentionRun.objects.get().conversations == 2
+    assert apply_retention(days=30).conversations == 0
+
+
 def test_a_running_waiting_or_queued_turn_is_never_touched_however_old(conversation):
     kept = [make_turn(conversation, status=status) for status in (Turn.Status.RUNNING, Turn.Status.WAITING,
                                                                   Turn.Status.QUEUED)]  # fmt: skip

@@ -8,7 +8,7 @@ from agents.retention import apply_retention
 class Command(BaseCommand):
     help = (
         "Summarise and delete finished turns older than TOOLHUB_RETENTION_DAYS with their events, messages and "
-        "routing logs (what the beat task runs); prints what went as JSON."
+        "routing logs, and the conversations that leaves empty (what the beat task runs); prints what went as JSON."
     )
 
     def add_arguments(self, parser):
