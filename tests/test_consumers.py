@@ -3,6 +3,7 @@ each process follows the console group once and fans every event out to its own 
 
 import asyncio
 import re
+import time
 
 import pytest
 import pytest_asyncio
@@ -14,8 +15,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.db import connections
 
-from agents import console, fanout
-from agents.consumers import FORBIDDEN
+from agents import console, fanout, overview
+from agents.consumers import FORBIDDEN, SharedRender
 from agents.events import CONSOLE_GROUP, MESSAGE_TYPE, emit, serialize
 from agents.fanout import LOST, FanoutLost, GroupFanout, console_fanout
 from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
@@ -250,6 +251,45 @@ async def test_the_overview_refresh_carries_the_turn_total_and_the_new_request_r
     assert 'data-counter="turns_total">1<' in refreshed
     assert "Which rules expire this week?</a>" in refreshed and "No requests yet." not in refreshed
     await socket.disconnect()
+
+
+async def test_one_render_of_the_overview_serves_every_overview_socket_of_the_process(communicator, monkeypatch):
+    renders, real = [], overview.render_live
+
+    def counted():
+        renders.append(1)
+        return real()
+
+    monkeypatch.setattr(overview, "render_live", counted)
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    sockets = [communicator("/ws/overview/", viewer) for _ in range(3)]
+    for socket in sockets:
+        assert (await socket.connect())[0]
+        await socket.receive_from()
+    after_connecting = len(renders)
+    turn = await new_turn(viewer)
+    await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
+
+    refreshed = [await socket.receive_from(timeout=3) for socket in sockets]
+
+    assert all('data-counter="turns_last_minute">1<' in fragment for fragment in refreshed)
+    assert len(renders) - after_connecting == 1  # one render for the three sockets' refreshes
+
+
+async def test_a_shared_render_serves_only_sockets_that_heard_nothing_since_it_started():
+    made = []
+
+    def render():
+        made.append(len(made) + 1)
+        return f"render {len(made)}"
+
+    shared = SharedRender(render)
+    first = await shared.fragment(newer_than=time.monotonic())
+    assert await shared.fragment(newer_than=time.monotonic() - 60) == first  # heard its event before it started
+    # An event heard after that render started: a new one, shared by everyone asking at once.
+    now = time.monotonic()
+    together = await asyncio.gather(*(shared.fragment(newer_than=now) for _ in range(3)))
+    assert together == ["render 2"] * 3 and made == [1, 2]
 
 
 def event_ids(fragment: str, turn) -> list[int]:
