@@ -12,6 +12,7 @@ browser is /usr/bin/chromium (make test installs it).
 import functools
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,8 +130,30 @@ def orm_beside_playwright():
 
 @pytest.fixture(autouse=True)
 def stack_data(browser_stack, transactional_db):
-    """Each test starts from the demo data, committed (the servers see it) and flushed after the test."""
+    """Each test starts from the demo data, committed (the servers see it) and flushed after the test, once the
+    servers have finished what the test started."""
     load_stack_data(browser_stack.data_dir)
+    yield
+    wait_until_the_servers_are_quiet()
+
+
+# Sessions of the test database other than this one that are running a statement or hold a transaction open.
+BUSY_SESSIONS = """SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+AND pid <> pg_backend_pid() AND (state = 'active' OR state LIKE 'idle in transaction%')"""
+
+
+def wait_until_the_servers_are_quiet(seconds: float = 15, quiet_polls: int = 3) -> None:
+    """A turn's page shows it done while its worker may still write (its last event, the routing log, what it
+    learned): the flush's TRUNCATE taking its tables one by one then deadlocked with that transaction. Wait for
+    a few polls in a row with no other session of the test database busy (the flush reports what is left)."""
+    from django.db import connection
+
+    deadline, quiet = time.monotonic() + seconds, 0
+    with connection.cursor() as cursor:
+        while quiet < quiet_polls and time.monotonic() < deadline:
+            cursor.execute(BUSY_SESSIONS)
+            quiet = quiet + 1 if cursor.fetchone()[0] == 0 else 0
+            time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
