@@ -190,6 +190,19 @@ def test_segments_split_on_connectives_not_on_commas():
     assert segments("chiến dịch nào đang chạy, và giá vàng hôm nay") == ["chiến dịch nào đang chạy", "giá vàng hôm nay"]
 
 
+def test_and_between_two_names_or_ids_joins_them_it_does_not_start_a_clause():
+    assert segments("merge members M-10 and M-11 into one account") == []
+    assert segments("compare SUMMER24 and TET25 by points issued") == []
+    assert segments("so sánh SUMMER24 và TET25 giúp tôi") == []
+    assert segments("what time is it in Tokyo and Paris") == []
+    # A name before the connective and a clause after it still split.
+    assert segments("how many points does M-300 have and what time is it in Tokyo") == [
+        "how many points does M-300 have",
+        "what time is it in Tokyo",
+    ]
+    assert segments("pause SUMMER24 and list the active campaigns") == ["pause SUMMER24", "list the active campaigns"]
+
+
 def test_nearest_answer_examples_mean_no_tool():
     vectors = np.eye(3, dtype=np.float32)
     index = ExampleIndex([Label(Action.ANSWER, frozenset()), Label(Action.GET, frozenset({"web"}), "web_search"),

@@ -216,14 +216,30 @@ _BOUNDARY = re.compile(
 )
 MAX_SEGMENTS = 3
 MIN_SEGMENT_WORDS = 2
+# "M-10 and M-11", "SUMMER24 và TET25", "Tokyo and Paris": a bare "and" between two names or ids joins two things
+# one request is about, it does not start a second request. A name is a capitalised word that does not open the text.
+_JOINING = re.compile(r"\s*(?:and|và|plus)\s+", re.IGNORECASE)
+_NAME_OR_ID_WORD = re.compile(r"(?:[A-ZĐ][\w'’.-]*|[A-Za-z]+-?\d[\w-]*|\d+[A-Za-z][\w-]*)$")
+
+
+def _joins_two_names(text: str, boundary: re.Match) -> bool:
+    if not _JOINING.fullmatch(boundary.group()):
+        return False
+    before, after = text[: boundary.start()].split(), text[boundary.end() :].split()
+    if len(before) < 2 or not after:  # the text's first word is capitalised whatever it is
+        return False
+    return all(_NAME_OR_ID_WORD.match(word.strip("\"'“”?!.,;:")) for word in (before[-1], after[0]))
 
 
 def segments(text: str) -> list[str]:
     """The clauses of a request that could each be a request on its own (at most MAX_SEGMENTS).
 
     A clause that ends with a question mark keeps it."""
+    text = text or ""
+    cuts = [match for match in _BOUNDARY.finditer(text) if not _joins_two_names(text, match)]
+    starts, ends = [0, *(match.end() for match in cuts)], [*(match.start() for match in cuts), len(text)]
     # A clause keeps its question mark: cut off from the rest, it is still a question.
-    parts = [part.strip(" ,.;!") for part in _BOUNDARY.split(text or "")]
+    parts = [text[start:end].strip(" ,.;!") for start, end in zip(starts, ends, strict=True)]
     parts = [part for part in parts if len(part.split()) >= MIN_SEGMENT_WORDS]
     if len(parts) < 2:
         return []
