@@ -30,21 +30,24 @@
   document.addEventListener("htmx:afterSwap", syncSend);
 
   // A deep link to a turn (/console/<id>/#turn-<n>, from the turn search or a tool's activity) scrolls to it and
-  // focuses it; the live thread replaces the page's copy when its socket opens, so it is shown again then, once.
-  var targetShown = 0;
+  // focuses it: when the page loads, when the hash changes (another turn's link on the same page), and once more
+  // when the socket's first message (the live thread) replaces the page's copy, whichever of these came first.
   function showTargetTurn() {
-    if (targetShown > 1 || !/^#turn-\d+$/.test(window.location.hash)) return;
+    if (!/^#turn-\d+$/.test(window.location.hash)) return;
     var turn = document.getElementById(window.location.hash.slice(1));
     if (!turn) return;
-    targetShown += 1;
     turn.setAttribute("tabindex", "-1");
     turn.scrollIntoView({ block: "start" });
     turn.focus({ preventScroll: true });
   }
+  var liveThreadShown = false;
   document.addEventListener("DOMContentLoaded", showTargetTurn);
-  document.addEventListener("htmx:wsAfterMessage", showTargetTurn);
-  // Another turn's link on the same page: the thread is already live, so that turn is shown once.
-  window.addEventListener("hashchange", function () { targetShown = 1; showTargetTurn(); });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    if (liveThreadShown) return;  // later live events leave the reader where they are
+    liveThreadShown = true;
+    showTargetTurn();
+  });
+  window.addEventListener("hashchange", showTargetTurn);
 
   document.addEventListener("htmx:beforeSwap", function (evt) {
     if (evt.detail.xhr && (evt.detail.xhr.status === 409 || evt.detail.xhr.status === 400)) {
