@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
 from .models import Conversation, Message, RetentionDay, RetentionRun, RoutingLog, Turn, TurnEvent, Workflow
@@ -84,13 +84,19 @@ def expired_loose_routing_logs(cutoff: datetime.datetime):
     return RoutingLog.objects.filter(turn__isnull=True, created_at__lt=cutoff).order_by("created_at", "id")
 
 
-def _left_empty(conversations, cutoff: datetime.datetime):
-    """Those of `conversations` with no turn, message or workflow left, not updated since `cutoff`."""
+def _left_empty(conversations, cutoff: datetime.datetime, *, turns_going=None, messages_going=None):
+    """Those of `conversations` with no turn, message or workflow left, not updated since `cutoff`; the dry run
+    names the turns and messages the run would delete, as if they had gone."""
     of_it = {"conversation": OuterRef("pk")}
+    turns, messages = Turn.objects.filter(**of_it), Message.objects.filter(**of_it)
+    if turns_going is not None:
+        turns = turns.exclude(id__in=turns_going.values("id"))
+    if messages_going is not None:
+        messages = messages.exclude(id__in=messages_going.values("id"))
     return (
         conversations.filter(updated_at__lt=cutoff)
-        .exclude(Exists(Turn.objects.filter(**of_it)))
-        .exclude(Exists(Message.objects.filter(**of_it)))
+        .exclude(Exists(turns))
+        .exclude(Exists(messages))
         .exclude(Exists(Workflow.objects.filter(**of_it)))
     )
 
@@ -213,19 +219,13 @@ def _loose_logs_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
 
 
 def _would_be_emptied(turns, cutoff: datetime.datetime):
-    """The dry run's count: conversations the run would leave empty (as _left_empty, after the run's deletes)."""
+    """The dry run's count: conversations the run would leave empty."""
     loose = expired_loose_messages(cutoff)
-    touched = Conversation.objects.filter(id__in=turns.values("conversation_id")) | Conversation.objects.filter(
-        id__in=loose.values("conversation_id")
+    going = Message.objects.filter(turn__in=turns) | loose
+    touched = Conversation.objects.filter(
+        Q(id__in=turns.values("conversation_id")) | Q(id__in=going.values("conversation_id"))
     )
-    of_it = {"conversation": OuterRef("pk")}
-    kept_messages = Message.objects.filter(**of_it).exclude(turn__in=turns).exclude(id__in=loose.values("id"))
-    return (
-        touched.filter(updated_at__lt=cutoff)
-        .exclude(Exists(Turn.objects.filter(**of_it).exclude(id__in=turns.values("id"))))
-        .exclude(Exists(kept_messages))
-        .exclude(Exists(Workflow.objects.filter(**of_it)))
-    )
+    return _left_empty(touched, cutoff, turns_going=turns, messages_going=going)
 
 
 def retention_cutoff(*, days: int, now: datetime.datetime | None = None) -> datetime.datetime | None:

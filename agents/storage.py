@@ -2,8 +2,8 @@
 
 Read-only. Bytes are pg_total_relation_size (table, TOAST and indexes) as the server reports them, so free
 space inside the files is counted as disk; rows are exact counts. Turns of every status are counted, the
-per-turn figures are totals over turns. Conversations are listed although retention keeps them (it removes
-turns, events, messages and routing logs): an API request without a conversation starts one.
+per-turn figures are totals over turns. Conversations are listed too: an API request without a conversation
+starts one (retention removes it with its last turn).
 """
 
 from dataclasses import dataclass
