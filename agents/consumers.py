@@ -8,7 +8,7 @@ then one fragment per live event: events that queued for a socket while
 it drew the previous one go out together in one frame (a burst of events
 costs each socket one send, not one per event). Rendering lives in
 agents.console and agents.overview (an event's fragment, and the
-overview's live section, once per process). Never writes.
+overview's live section after an event, once per process). Never writes.
 
 A conversation viewer sees the stored history first, then live events:
 it joins the fan-out before reading the store, drops what it already sent
@@ -18,7 +18,6 @@ or shown twice.
 
 import asyncio
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
@@ -210,60 +209,23 @@ class ConversationConsumer(ConsoleBase):
         return html
 
 
-class SharedRender:
-    """The overview's live section rendered once for all of a process's overview sockets, not once per socket (it is
-    the same for every viewer, and each render is a dozen queries).
-
-    A socket asks for a fragment newer than the last event it heard: a render that started after that moment reads
-    everything the event's commit wrote (an event is broadcast after its commit), so the socket gets it, finished or
-    still running; otherwise a new render starts, which later askers share."""
-
-    def __init__(self, render: Callable[[], str]):
-        self.render = render
-        self.latest: tuple[float, str] | None = None  # (monotonic time its render started, fragment)
-        self.running: tuple[float, asyncio.Future] | None = None
-
-    async def fragment(self, newer_than: float) -> str:
-        if self.latest is not None and self.latest[0] >= newer_than:
-            return self.latest[1]
-        if self.running is None or self.running[0] < newer_than:
-            started = time.monotonic()
-            task = asyncio.ensure_future(database_sync_to_async(self.render)())
-            task.add_done_callback(lambda done: self._finished(started, done))
-            self.running = (started, task)
-        return await asyncio.shield(self.running[1])
-
-    def _finished(self, started: float, task: asyncio.Future) -> None:
-        if self.running is not None and self.running[1] is task:
-            self.running = None
-        if not task.cancelled() and task.exception() is None and (self.latest is None or started > self.latest[0]):
-            self.latest = (started, task.result())
-
-
-_overview_renders: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharedRender]" = weakref.WeakKeyDictionary()
-
-
-def overview_render() -> SharedRender:
-    """The shared render of the overview for this event loop (a server process has one; its futures belong to it)."""
-    loop = asyncio.get_running_loop()
-    if loop not in _overview_renders:
-        _overview_renders[loop] = SharedRender(overview.render_live)
-    return _overview_renders[loop]
-
-
 class OverviewConsumer(ConsoleBase):
     """/ws/overview/: the overview's live section (counters, turn total, charts, recent requests), refreshed at most
-    once a second while turns move; one render serves every overview socket of the process (SharedRender)."""
+    once a second while turns move. The section is the same for every viewer: a refresh is rendered once per process
+    for the last event its sockets heard (they all hear the same events), so a render that one socket started after
+    that event serves the others, finished or still running."""
 
     async def snapshot(self) -> str:
-        self.refreshed = self.heard = time.monotonic()
+        self.refreshed = time.monotonic()
         self.pending = None
-        return await overview_render().fragment(newer_than=self.heard)
+        self.heard: tuple | None = None
+        return await database_sync_to_async(overview.render_live)()
 
     async def turn_event(self, message):
-        if message["event"]["type"] == TurnEvent.Type.DELTA:
+        event = message["event"]
+        if event["type"] == TurnEvent.Type.DELTA:
             return
-        self.heard = time.monotonic()
+        self.heard = ("overview", event["turn"], event["sequence"], event.get("created_at"))
         if self.pending is not None:
             return
         wait = self.refreshed + OVERVIEW_REFRESH_SECONDS - time.monotonic()
@@ -275,7 +237,8 @@ class OverviewConsumer(ConsoleBase):
     async def refresh(self):
         self.pending = None
         self.refreshed = time.monotonic()
-        await self.send(text_data=await overview_render().fragment(newer_than=self.heard))
+        fragment = await once_per_process(self.heard, database_sync_to_async(overview.render_live))
+        await self.send(text_data=fragment)
 
     async def disconnect(self, code):
         if getattr(self, "pending", None) is not None:

@@ -3,7 +3,6 @@ each process follows the console group once and fans every event out to its own 
 
 import asyncio
 import re
-import time
 
 import pytest
 import pytest_asyncio
@@ -16,7 +15,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import connections
 
 from agents import console, fanout, overview
-from agents.consumers import FORBIDDEN, SharedRender
+from agents.consumers import FORBIDDEN
 from agents.events import CONSOLE_GROUP, MESSAGE_TYPE, emit, serialize
 from agents.fanout import LOST, FanoutLost, GroupFanout, console_fanout
 from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
@@ -276,20 +275,31 @@ async def test_one_render_of_the_overview_serves_every_overview_socket_of_the_pr
     assert len(renders) - after_connecting == 1  # one render for the three sockets' refreshes
 
 
-async def test_a_shared_render_serves_only_sockets_that_heard_nothing_since_it_started():
-    made = []
+async def test_each_event_after_a_refresh_gets_a_render_of_its_own_shared_by_the_sockets(communicator, monkeypatch):
+    renders, real = [], overview.render_live
 
-    def render():
-        made.append(len(made) + 1)
-        return f"render {len(made)}"
+    def counted():
+        renders.append(1)
+        return real()
 
-    shared = SharedRender(render)
-    first = await shared.fragment(newer_than=time.monotonic())
-    assert await shared.fragment(newer_than=time.monotonic() - 60) == first  # heard its event before it started
-    # An event heard after that render started: a new one, shared by everyone asking at once.
-    now = time.monotonic()
-    together = await asyncio.gather(*(shared.fragment(newer_than=now) for _ in range(3)))
-    assert together == ["render 2"] * 3 and made == [1, 2]
+    monkeypatch.setattr(overview, "render_live", counted)
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    sockets = [communicator("/ws/overview/", viewer) for _ in range(2)]
+    for socket in sockets:
+        assert (await socket.connect())[0]
+        await socket.receive_from()
+    turn = await new_turn(viewer, "Which rules expire this week?")
+    await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
+    first = [await socket.receive_from(timeout=3) for socket in sockets]
+    after_first = len(renders)
+    # A change after that render: the next refresh must not reuse it.
+    await sync_to_async(RoutingLog.objects.create)(turn=turn, query="Which rules expire this week?", decision={})
+    await store(turn, TurnEvent.Type.STATUS, phase="bundle", message="Bundle ready")
+    second = [await socket.receive_from(timeout=3) for socket in sockets]
+
+    assert all("No requests yet." in fragment for fragment in first)
+    assert all("Which rules expire this week?</a>" in fragment for fragment in second)
+    assert len(renders) - after_first == 1
 
 
 def event_ids(fragment: str, turn) -> list[int]:
