@@ -53,7 +53,13 @@ def search_catalog(
 
 
 def rank_catalog(
-    query: str, *, model: str, limit: int = 20, owner_id: int | None = None, example_weight: float = 1.0
+    query: str,
+    *,
+    model: str,
+    limit: int = 20,
+    owner_id: int | None = None,
+    example_weight: float = 1.0,
+    vector: np.ndarray | None = None,
 ) -> SearchResult:
     """The best `limit` indexed tools for a query by `model`, whatever the decision: evidence for the router only.
 
@@ -61,7 +67,9 @@ def rank_catalog(
     whether the tool may be shown stays the bundle's decision (search_catalog filters).
     """
     index = catalog_index(model=model)
-    return index.search(query, allowed=None, limit=limit, owner_id=owner_id, example_weight=example_weight)
+    return index.search(
+        query, allowed=None, limit=limit, owner_id=owner_id, example_weight=example_weight, vector=vector
+    )
 
 
 def catalog_index(*, model: str | None = None) -> ToolSearchIndex:

@@ -295,11 +295,13 @@ class ToolSearchIndex:
         exclude_examples: Collection[str] = (),
         use_examples: bool = True,
         example_weight: float = EXAMPLE_WEIGHT,
+        vector: np.ndarray | None = None,
     ) -> SearchResult:
         """`allowed` None means every tool (the benchmark only); names outside it never come back.
 
         `owner_id`: whose examples may help besides the shared ones; `exclude_examples`: example
-        keys left out (the benchmark's self-matches); `use_examples` False ranks cold.
+        keys left out (the benchmark's self-matches); `use_examples` False ranks cold; `vector`:
+        the query's dense vector when the caller already has it (the router's multi-clause requests).
         """
         query = (query or "").strip()
         limit = _clamp_limit(limit)
@@ -308,8 +310,14 @@ class ToolSearchIndex:
             return self._select(query[len(SELECT_PREFIX) :], candidates, limit)
         if query.lower().startswith(REGEX_PREFIX):
             return self._regex(query[len(REGEX_PREFIX) :].strip(), candidates, limit)
-        examples = {"owner_id": owner_id, "exclude": exclude_examples, "use": use_examples, "weight": example_weight}
-        return self._natural(query, candidates, limit, examples)
+        scoring = {
+            "owner_id": owner_id,
+            "exclude": exclude_examples,
+            "use": use_examples,
+            "weight": example_weight,
+            "vector": vector,
+        }
+        return self._natural(query, candidates, limit, scoring)
 
     def _candidates(self, allowed: Collection[str] | None) -> np.ndarray:
         """Positions of the allowed tools, in index order."""
@@ -368,16 +376,23 @@ class ToolSearchIndex:
         return SearchResult(names=names, scores=scores, mode=MODE_REGEX, note=note)
 
     def scores(
-        self, query: str, *, owner_id=None, exclude: Collection[str] = (), use: bool = True, weight=EXAMPLE_WEIGHT
+        self,
+        query: str,
+        *,
+        owner_id=None,
+        exclude: Collection[str] = (),
+        use: bool = True,
+        weight=EXAMPLE_WEIGHT,
+        vector: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(fused score, is-a-hit) for every tool in index order."""
+        """(fused score, is-a-hit) for every tool in index order; `vector`: the query's, when known."""
         ids = self._bm25.get_tokens_ids(query_tokens(query)) if self.documents else []
         lexical = self._bm25.get_scores_from_ids(ids) if ids else np.zeros(len(self.names), dtype=np.float32)
         hits = lexical > 0
         if self._matrix is None:
             return lexical, hits
         peak = float(lexical.max(initial=0.0))
-        query_vector = self._embedder([query])[0]
+        query_vector = self._embedder([query])[0] if vector is None else vector
         cosines = self._matrix @ query_vector
         hits = hits | (cosines >= MIN_DENSE_SIMILARITY)
         fused = cosines
@@ -388,14 +403,14 @@ class ToolSearchIndex:
             fused, hits = fused + boost, hits | (boost > 0)
         return fused, hits
 
-    def _natural(self, query: str, candidates: np.ndarray, limit: int, examples: dict) -> SearchResult:
+    def _natural(self, query: str, candidates: np.ndarray, limit: int, scoring: dict) -> SearchResult:
         mode = MODE_HYBRID if self.dense else MODE_BM25
         base_note = "" if self.dense else DENSE_OFF_NOTE
         if not words(query):
             return _empty(mode, "the query has no words to search for", base_note)
         if candidates.size == 0:
             return _empty(mode, "no tools are allowed here", base_note)
-        fused, hits = self.scores(query, **examples)
+        fused, hits = self.scores(query, **scoring)
         pool = candidates[hits[candidates]]
         if pool.size == 0:
             return _empty(mode, f"no tool matches {query!r}", base_note)

@@ -14,6 +14,7 @@ from agents.router import ConversationState, StewardContext, analyze, calibratio
 from agents.router.examples import ExampleIndex, Label
 from agents.router.fusion import Evidence, fuse, segments
 from agents.router.lexicon import Hits
+from catalog import embeddings
 from catalog.bundle import allowed_names, build_bundle
 from catalog.decision import RoutingDecision, load_catalog
 from catalog.models import Action
@@ -88,6 +89,31 @@ def test_two_intents_in_one_request_get_the_tools_of_each():
     tools = recommended("show me the campaigns that are live right now and also what's 12% of 4,500")
     assert {"list_campaigns", "search_campaigns"} & set(tools)
     assert "calculate" in tools
+
+
+def test_a_multi_clause_request_embeds_each_clause_once_and_never_the_whole_request(monkeypatch):
+    asked = []
+    real = embeddings.embed_texts
+
+    def counting(texts, **kwargs):
+        asked.extend(texts)
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(embeddings, "embed_texts", counting)
+    context = StewardContext.current()
+    analyze("list the campaigns", context=context)  # the indexes are built
+    asked.clear()
+    result = analyze("how many points does M-214 have and what time is it in Lisbon", context=context)
+    assert {"get_member_balance", "get_current_time"} <= set(result.recommended_tools)
+    # The clauses as written and in their generic form, in one call; the whole request is not read again.
+    assert sorted(asked) == sorted(
+        [
+            "how many points does M-214 have",
+            "what time is it in Lisbon",
+            "how many points does X have",
+            "what time is it in X",
+        ]
+    )
 
 
 def test_a_read_question_inside_a_workflow_is_a_side_query_with_read_tools_only():

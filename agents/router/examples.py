@@ -76,7 +76,7 @@ def comparable_vectors(texts: list[str], embed) -> np.ndarray:
     Requests arrive here already without_quotes (steward.rules_analysis); examples are read the same way."""
     # One engine call for both forms: the engine packs all texts into one forward pass.
     vectors = np.asarray(embed([*texts, *map(generic_form, texts)]), dtype=np.float32)
-    return _unit(vectors[: len(texts)] + vectors[len(texts) :])
+    return unit(vectors[: len(texts)] + vectors[len(texts) :])
 
 
 @dataclass(frozen=True)
@@ -107,11 +107,11 @@ class _Space:
 
     def __init__(self, matrix: np.ndarray):
         self.centre = matrix.mean(axis=0) if len(matrix) >= CENTRE_FROM else None
-        self.matrix = _unit(matrix - self.centre) if self.centre is not None else matrix
+        self.matrix = unit(matrix - self.centre) if self.centre is not None else matrix
 
     def similarity(self, vector: np.ndarray) -> np.ndarray:
         if self.centre is not None:
-            vector = _unit(vector - self.centre)
+            vector = unit(vector - self.centre)
         return self.matrix @ vector
 
 
@@ -168,7 +168,7 @@ class ExampleIndex:
         return found
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
+def unit(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
     return (vectors / np.maximum(norms, 1e-9)).astype(np.float32, copy=False)
 
