@@ -119,6 +119,14 @@ def load_model(model: str | None = None):
         return _loaded(_known(model) if model else search_model())
 
 
+def warm(model: str | None = None) -> None:
+    """Load `model` and run one forward pass outside the memo and the vector file: the first pass
+    maps the weights and starts the engine's threads (e5: ~50 ms), which a first request would pay."""
+    key = _known(model) if model else search_model()
+    load_model(key)
+    (_forward_e5 if key == E5_SMALL else _forward_minilm)(["warm up"])
+
+
 # Vectors already computed in this process, by model and text: a rebuild after a
 # rolled-back or repeated change (tests, imports) costs a lookup, not a forward pass. Bounded.
 # Behind it, when TOOLHUB_VECTOR_CACHE is set, the machine's file of vectors (catalog/embedding_cache.py).

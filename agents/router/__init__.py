@@ -31,9 +31,9 @@ from .steward import (
 
 
 def prepare_routing() -> None:
-    """Load the routing model; build its index of the catalog, the example index and the phrase lists."""
+    """Load the routing model and run it once; build its index of the catalog, the examples and the phrase lists."""
     if embeddings.dense_enabled():
-        embeddings.load_model(embeddings.routing_model())
+        embeddings.warm(embeddings.routing_model())
         search.catalog_index(model=embeddings.routing_model())
     example_index()
     lexicon()

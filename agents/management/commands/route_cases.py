@@ -17,9 +17,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.test import override_settings
 
 from agents.evaluation import BenchFileError, case_category, case_failures, expects_write, percentile_ms, read_requests
-from agents.router import StewardContext, analyze, calibration
+from agents.router import StewardContext, analyze, calibration, prepare_vectors
 from agents.router.lexicon import READ_ACTIONS
-from catalog.search import prepare_search
 
 
 class Command(BaseCommand):
@@ -36,7 +35,7 @@ class Command(BaseCommand):
         items = [item for path in cases for item in read_cases(path)]
         if len({item["id"] for item in items}) != len(items):
             raise CommandError("the case files repeat an id")
-        prepare_search()
+        prepare_vectors()  # the index, the examples and the model warm, as a warm server has them
         context = StewardContext.current()
         if calibrate:
             with override_settings(TOOLHUB_MIN_CONFIDENCE=0.0), calibration.raw_confidences():

@@ -5,9 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.evaluation import BenchFileError, read_requests
 from agents.metrics import percentile
-from agents.router import StewardContext, analyze
+from agents.router import StewardContext, analyze, prepare_vectors
 from agents.routing_log import record_analysis
-from catalog.search import prepare_search
 
 
 class Command(BaseCommand):
@@ -24,8 +23,8 @@ class Command(BaseCommand):
             items = read_requests(queries)
         except BenchFileError as exc:
             raise CommandError(str(exc)) from None
+        prepare_vectors()  # the index, the examples and the model warm before timing, as a warm server has them
         context = StewardContext.current()
-        prepare_search()  # build the index and load the embedding model before timing, as a warm server has
         latencies = []
         for item in items:
             started = time.perf_counter()
