@@ -1,0 +1,217 @@
+"""The test MCP servers start as forks of one warm interpreter instead of fresh ones (test processes only).
+
+The fast stage starts about a hundred stdio servers (`python -m demo_mcp.loyalty_server ...`, `python -m
+tests.generated_mcp_server ...`); each spent ~0.7 s of CPU importing the MCP SDK before it answered, ~85 s of the
+stage's CPU. `install()` (tests/conftest.py) wraps the SDK's spawn so that exactly those commands run
+tests/mcp_launch.py instead, with the same arguments after it: toolhub's client still starts a process, talks to it
+over its pipes, sees its output end and its exit code, and may kill it. The launcher hands its pipes to this fork
+server (one per test process, started at its first server), which imported the SDK and both modules once and forks
+a child that runs the module as __main__ with the launcher's arguments, working directory and environment.
+
+    python -m tests.mcp_forkserver SOCKET      (cwd: the repository; stdin: a pipe from the test process)
+
+The fork server ends when its stdin ends (the test process is gone), killing its children. A launcher that ends
+before its child (killed by a test or by the SDK) gets its child killed at once; a child that ends has its status
+sent to its launcher, which exits the same way. Any other command is spawned as it was.
+"""
+
+import array
+import atexit
+import importlib
+import os
+import runpy
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+
+MODULES = ("demo_mcp.loyalty_server", "tests.generated_mcp_server")
+LAUNCHER = Path(__file__).with_name("mcp_launch.py")
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+# --- in the test process ------------------------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_running: dict = {}
+
+
+def install() -> None:
+    """Spawn this process's test MCP servers through the fork server (idempotent)."""
+    from mcp.client import stdio
+
+    if getattr(stdio._create_platform_compatible_process, "forks_test_servers", False):
+        return
+    spawn = stdio._create_platform_compatible_process
+
+    async def create(command, args, env=None, errlog=sys.stderr, cwd=None):
+        if command == sys.executable and len(args) >= 2 and args[0] == "-m" and args[1] in MODULES:
+            command, args = sys.executable, ["-S", str(LAUNCHER), socket_path(), *args]
+        return await spawn(command, args, env, errlog, cwd)
+
+    create.forks_test_servers = True
+    stdio._create_platform_compatible_process = create
+
+
+def socket_path() -> str:
+    """The fork server's socket, started on first use (about a second, once per test process)."""
+    with _lock:
+        process = _running.get("process")
+        if process is None or process.poll() is not None:
+            path = os.path.join(tempfile.mkdtemp(prefix="toolhub-forkserver-"), "socket")
+            process = subprocess.Popen(
+                [sys.executable, "-m", "tests.mcp_forkserver", path],
+                cwd=REPOSITORY,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            if process.stdout.readline() != b"ready\n":
+                raise RuntimeError(f"the test MCP fork server did not start (exit {process.wait()})")
+            _running.update(process=process, path=path)
+            atexit.register(_stop, process)
+        return _running["path"]
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.stdin.close()  # its children are killed with it
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+# --- the fork server ----------------------------------------------------------------------------------------------
+
+
+def serve(path: str) -> None:
+    for module in MODULES:
+        importlib.import_module(module)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    children: dict[int, socket.socket] = {}  # pid -> its launcher's connection
+    killed: set[int] = set()
+    os.write(1, b"ready\n")
+    while True:
+        waiting = [listener, 0, *(c for pid, c in children.items() if pid not in killed)]
+        readable, _, _ = select.select(waiting, [], [], 0.05)
+        for item in readable:
+            if item == 0:
+                if not os.read(0, 1):  # the test process is gone
+                    for pid in children:
+                        _kill(pid)
+                    return
+            elif item is listener:
+                connection, _ = listener.accept()
+                pid = _fork(connection, listener, children)
+                if pid:
+                    children[pid] = connection
+            else:  # a launcher's connection says something only by ending: it was killed
+                pid = next(pid for pid, c in children.items() if c is item)
+                _kill(pid)
+                killed.add(pid)
+        _reap(children, killed)
+
+
+def _fork(connection: socket.socket, listener: socket.socket, children: dict) -> int:
+    header, fds = _receive(connection)
+    (size,) = struct.unpack("!I", header)
+    body = b""
+    while len(body) < size:
+        chunk = connection.recv(size - len(body))
+        if not chunk:
+            break
+        body += chunk
+    if len(fds) != 3 or len(body) != size:
+        for fd in fds:
+            os.close(fd)
+        connection.close()
+        return 0
+    pid = os.fork()
+    if pid:
+        for fd in fds:
+            os.close(fd)
+        return pid
+    # The child: the launcher's pipes become its stdio, then the module runs as `python -m` runs it.
+    listener.close()
+    connection.close()
+    for other in children.values():
+        other.close()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    import json
+
+    request = json.loads(body)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    module, arguments = request["argv"][1], request["argv"][2:]
+    sys.argv = [module, *arguments]
+    sys.modules.pop(module, None)  # its imports are warm; its own code runs afresh as __main__, as under `python -m`
+    code = 0
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exit:
+        if exit.code is None or isinstance(exit.code, int):
+            code = exit.code or 0
+        else:
+            print(exit.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _receive(connection: socket.socket) -> tuple[bytes, list[int]]:
+    fds = array.array("i")
+    header, ancillary, _, _ = connection.recvmsg(4, socket.CMSG_LEN(3 * fds.itemsize))
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    return header, list(fds)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(children: dict, killed: set) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        connection = children.pop(pid, None)
+        killed.discard(pid)
+        if connection is None:
+            continue
+        if os.WIFSIGNALED(status):
+            answer = struct.pack("!ii", 1, os.WTERMSIG(status))
+        else:
+            answer = struct.pack("!ii", 0, os.waitstatus_to_exitcode(status))
+        try:
+            connection.sendall(answer)
+        except OSError:
+            pass
+        connection.close()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
