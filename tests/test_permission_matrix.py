@@ -16,7 +16,9 @@ for chat, an already decided approval (409), an empty form (the view's own
 only, everyone else is sent to the admin's login.
 """
 
+import copy
 import json
+from http.cookies import SimpleCookie
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -268,21 +270,32 @@ def make_objects() -> dict:
 
 
 def request(client, user, method: str, route: str, url: str):
-    """One request as `user`; what it writes is rolled back, so every principal meets the same objects."""
+    """One request as `user`; what it writes is rolled back, so every principal meets the same objects.
+
+    A principal logs in once per test (its session is made before the rolled-back block) and each of its requests
+    carries a fresh copy of that session's cookie: a request that logs out or rotates the session changes neither
+    the stored session nor the next request's cookie."""
+    cookies = _session(client, user) if user is not None and not route.startswith("v1/") else SimpleCookie()
     with transaction.atomic():
+        client.cookies = copy.deepcopy(cookies)
         response = _request(client, user, method, route, url)
         transaction.set_rollback(True)
     return response
 
 
-def _request(client, user, method: str, route: str, url: str):
-    client.logout()
-    headers = {}
-    if route.startswith("v1/"):
-        if user is not None:
-            headers["Authorization"] = f"Bearer {create_api_key(user=user, name='matrix')[1]}"
-    elif user is not None:
+def _session(client, user) -> SimpleCookie:
+    logged_in = client.__dict__.setdefault("matrix_sessions", {})
+    if user.pk not in logged_in:
+        client.cookies = SimpleCookie()
         client.force_login(user)
+        logged_in[user.pk] = copy.deepcopy(client.cookies)
+    return logged_in[user.pk]
+
+
+def _request(client, user, method: str, route: str, url: str):
+    headers = {}
+    if route.startswith("v1/") and user is not None:
+        headers["Authorization"] = f"Bearer {create_api_key(user=user, name='matrix')[1]}"
     if method == "GET":
         return client.get(url, headers=headers)
     if route in POST_BODIES and route.startswith("v1/"):
