@@ -9,6 +9,10 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 # make bench's data: the public tool-selection benchmark beside the repo.
 BENCH_DIR ?= ../shared/bench
+# Every target writes bytecode, even where the environment says not to: the install skips it (--no-compile, below)
+# and each process writes what it imports once; without it every start of make run, a test worker or a benchmark
+# compiles torch and the rest again, and pytest rewrites the asserts of ~450 modules every run (collection 8 -> 4 s).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test test-unit test-integration test-servers lint setup clean bench
 # Browser tests use Debian's Chromium (and an emoji font for the status lines); make test installs them when missing.
@@ -16,11 +20,13 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # The first run installs for a few minutes (torch among others): pip shows each package as it goes.
+# --no-compile: pip's bytecode for every file installed took 33 of the install's 52 s (pip cache warm); each process
+# writes the bytecode of what it imports instead, once (~7 s for what the tests import), as below.
 $(VENV)/.installed: requirements.txt
 	@echo "make: installing requirements.txt into $(VENV) (the first time takes a few minutes)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --progress-bar on -r requirements.txt
+	$(PY) -m pip install --no-compile --progress-bar on -r requirements.txt
 	touch $@
 
 setup: $(VENV)/.installed
@@ -63,9 +69,7 @@ TEST_WORKERS ?= 2
 # The integration stage waits as much as it computes (servers starting, deadlines, killed workers): a third worker
 # overlaps the waits (fresh run, idle host: 440 s with two, 383 s with three, 408 s with four).
 INTEGRATION_WORKERS ?= 3
-# Bytecode is written even where the environment says not to: without it each worker compiles every module and
-# pytest rewrites the asserts of ~450 modules (test files and plugins) again on every run (collection 8 s -> 4 s).
-PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p no:cacheprovider --durations=25
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 test: test-unit test-integration
 

@@ -40,3 +40,24 @@ def test_installing_shows_each_package_instead_of_minutes_of_silence(tmp_path):
     (install,) = [line for line in commands.splitlines() if "pip install" in line and "requirements.txt" in line]
     assert "--quiet" not in install and "--progress-bar on" in install
     assert "installing requirements.txt" in commands
+
+
+def test_an_install_without_bytecode_is_paired_with_targets_that_write_it():
+    """pip skips compiling every installed file; then every target's processes must write the bytecode of what they
+    import, or each start compiles torch and the rest again where the environment says not to write it."""
+    (install,) = [
+        line
+        for line in make_dry_run("setup", "VENV=/nonexistent/venv").splitlines()
+        if "pip install -" in line and "requirements.txt" in line
+    ]
+    assert "--no-compile" in install
+    probe = 'probe: ; @echo "[$$PYTHONDONTWRITEBYTECODE]"'
+    result = subprocess.run(
+        ["make", "-s", "--eval", probe, "probe"],
+        cwd=ROOT,
+        env=os.environ | {"PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout == "[]\n"  # what a recipe's processes see
