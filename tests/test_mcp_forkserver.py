@@ -62,11 +62,20 @@ def test_a_server_that_fails_exits_the_launcher_with_its_code_and_its_words_on_s
     ]
 
 
-def test_killing_the_launcher_kills_the_server_it_stands_for():
-    process = launch("-m", "tests.generated_mcp_server", "--tools", "1")
+def launched_server(*args):
+    """(launcher, the fork server's child running the server); other tests' servers may be running beside it."""
+    mcp_forkserver.socket_path()
     forkserver = mcp_forkserver._running["process"].pid
-    wait_until(lambda: len(children_of(forkserver)) == 1)
-    [child] = children_of(forkserver)
+    before = set(children_of(forkserver))
+    process = launch(*args)
+    wait_until(lambda: len(set(children_of(forkserver)) - before) == 1)
+    [child] = set(children_of(forkserver)) - before
+    return process, child
+
+
+def test_killing_the_launcher_kills_the_server_it_stands_for():
+    process, child = launched_server("-m", "tests.generated_mcp_server", "--tools", "1")
+    forkserver = mcp_forkserver._running["process"].pid
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
     wait_until(lambda: child not in children_of(forkserver))
@@ -74,9 +83,6 @@ def test_killing_the_launcher_kills_the_server_it_stands_for():
 
 
 def test_a_server_killed_by_a_signal_ends_its_launcher_by_the_same_signal():
-    process = launch("-m", "tests.generated_mcp_server", "--tools", "1")
-    forkserver = mcp_forkserver._running["process"].pid
-    wait_until(lambda: len(children_of(forkserver)) == 1)
-    [child] = children_of(forkserver)
+    process, child = launched_server("-m", "tests.generated_mcp_server", "--tools", "1")
     os.kill(child, signal.SIGTERM)
     assert process.wait(timeout=10) == -signal.SIGTERM
