@@ -81,8 +81,7 @@ def _own_queue_and_channel_prefix_per_worker() -> None:
         os.environ["TOOLHUB_CHANNEL_PREFIX"] = layer_config["prefix"] = f"{layer_config['prefix']}-{worker}"
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-django's (also tryfirst, registered earlier), whose stable sort
-def pytest_collection_modifyitems(items):  # then runs the non-transactional tests first, as Django does
+def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("postgres") is not None and item.get_closest_marker("integration") is None:
             item.add_marker(pytest.mark.integration)
