@@ -34,9 +34,7 @@ Conventions (a new test file in the current style needs nothing else):
   here, inherited by the servers a test starts).
 """
 
-import json
 import os
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -85,40 +83,6 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("postgres") is not None and item.get_closest_marker("integration") is None:
             item.add_marker(pytest.mark.integration)
-    _longest_files_first(items)
-
-
-# Seconds each test file took in a run on this machine (TOOLHUB_RECORD_DURATIONS=tests/durations.json make test
-# writes it again). Only the order of files comes from it: xdist hands files (--dist loadfile) or tests to whichever
-# worker is free, in the order given, so a long file handed out last runs alone at the end. Longest first: the
-# integration stage's three workers, from its durations on the idle host, 385 s in collection order, 344 s so.
-DURATIONS = Path(__file__).with_name("durations.json")
-
-
-def _longest_files_first(items) -> None:
-    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
-    # A stable sort by file: each file's tests stay together and in order; files not listed keep theirs, last.
-    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))
-
-
-_durations: dict[str, float] = {}
-
-
-def pytest_runtest_logreport(report):
-    if os.environ.get("TOOLHUB_RECORD_DURATIONS"):
-        path = report.nodeid.split("::")[0]
-        _durations[path] = _durations.get(path, 0.0) + report.duration
-
-
-def pytest_sessionfinish(session):
-    """With TOOLHUB_RECORD_DURATIONS=FILE, merge this run's seconds per file into FILE (in the controller only)."""
-    target = os.environ.get("TOOLHUB_RECORD_DURATIONS")
-    if not target or not _durations or os.environ.get("PYTEST_XDIST_WORKER"):
-        return
-    target = Path(target)
-    known = json.loads(target.read_text()) if target.exists() else {}
-    known |= {path: round(seconds, 1) for path, seconds in _durations.items()}
-    target.write_text(json.dumps(dict(sorted(known.items())), indent=1) + "\n")
 
 
 @pytest.fixture(autouse=True)
