@@ -124,7 +124,7 @@ def warm(model: str | None = None) -> None:
     maps the weights and starts the engine's threads (e5: ~50 ms), which a first request would pay."""
     key = _known(model) if model else search_model()
     load_model(key)
-    (_forward_e5 if key == E5_SMALL else _forward_minilm)(["warm up"])
+    _forward(key)(["warm up"])
 
 
 # Vectors already computed in this process, by model and text: a rebuild after a
@@ -150,8 +150,7 @@ def embed_texts(texts: list[str], *, model: str | None = None) -> np.ndarray:
         cached = embedding_cache.read(MODEL_NAMES[key], missing)
         fresh = [text for text in missing if text not in cached]
         if fresh:
-            forward = _forward_e5 if key == E5_SMALL else _forward_minilm
-            cached |= embedding_cache.embed(MODEL_NAMES[key], fresh, forward)
+            cached |= embedding_cache.embed(MODEL_NAMES[key], fresh, _forward(key))
         for text in missing:
             found[text] = cached[text]
             if len(_memo) >= MEMO_SIZE:
@@ -202,6 +201,11 @@ def e5_threads_now() -> int:
     if most == 1:
         return 1
     return most if os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5 else 1
+
+
+def _forward(key: str):
+    """The model's forward pass: texts -> unit vectors, no memo, no vector file."""
+    return _forward_e5 if key == E5_SMALL else _forward_minilm
 
 
 def _forward_e5(texts: list[str]) -> np.ndarray:

@@ -18,6 +18,7 @@ sent to its launcher, which exits the same way. Any other command is spawned as 
 import array
 import atexit
 import importlib
+import json
 import os
 import runpy
 import select
@@ -145,8 +146,6 @@ def _fork(connection: socket.socket, listener: socket.socket, children: dict) ->
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    import json
-
     request = json.loads(body)
     os.chdir(request["cwd"])
     os.environ.clear()

@@ -252,7 +252,9 @@ async def test_the_overview_refresh_carries_the_turn_total_and_the_new_request_r
     await socket.disconnect()
 
 
-async def test_one_render_of_the_overview_serves_every_overview_socket_of_the_process(communicator, monkeypatch):
+@pytest.fixture
+def overview_renders(monkeypatch):
+    """Each call of overview.render_live, recorded (the overview still renders)."""
     renders, real = [], overview.render_live
 
     def counted():
@@ -260,11 +262,22 @@ async def test_one_render_of_the_overview_serves_every_overview_socket_of_the_pr
         return real()
 
     monkeypatch.setattr(overview, "render_live", counted)
-    viewer = await sync_to_async(make_user)("viewer", role="viewer")
-    sockets = [communicator("/ws/overview/", viewer) for _ in range(3)]
+    return renders
+
+
+async def connected_overviews(communicator, viewer, count: int) -> list:
+    """`count` overview sockets of `viewer`, each past its first fragment."""
+    sockets = [communicator("/ws/overview/", viewer) for _ in range(count)]
     for socket in sockets:
         assert (await socket.connect())[0]
         await socket.receive_from()
+    return sockets
+
+
+async def test_one_render_of_the_overview_serves_every_overview_socket_of_the_process(communicator, overview_renders):
+    renders = overview_renders
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    sockets = await connected_overviews(communicator, viewer, 3)
     after_connecting = len(renders)
     turn = await new_turn(viewer)
     await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
@@ -275,19 +288,12 @@ async def test_one_render_of_the_overview_serves_every_overview_socket_of_the_pr
     assert len(renders) - after_connecting == 1  # one render for the three sockets' refreshes
 
 
-async def test_each_event_after_a_refresh_gets_a_render_of_its_own_shared_by_the_sockets(communicator, monkeypatch):
-    renders, real = [], overview.render_live
-
-    def counted():
-        renders.append(1)
-        return real()
-
-    monkeypatch.setattr(overview, "render_live", counted)
+async def test_each_event_after_a_refresh_gets_a_render_of_its_own_shared_by_the_sockets(
+    communicator, overview_renders
+):
+    renders = overview_renders
     viewer = await sync_to_async(make_user)("viewer", role="viewer")
-    sockets = [communicator("/ws/overview/", viewer) for _ in range(2)]
-    for socket in sockets:
-        assert (await socket.connect())[0]
-        await socket.receive_from()
+    sockets = await connected_overviews(communicator, viewer, 2)
     turn = await new_turn(viewer, "Which rules expire this week?")
     await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
     first = [await socket.receive_from(timeout=3) for socket in sockets]

@@ -70,13 +70,22 @@ def generic_form(text: str) -> str:
     return _NAME_OR_ID.sub(PLACEHOLDER, text)
 
 
+def written_and_generic(texts: list[str], embed) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors of the texts as written and of their generic forms, one engine call for both."""
+    vectors = np.asarray(embed([*texts, *map(generic_form, texts)]), dtype=np.float32)
+    return vectors[: len(texts)], vectors[len(texts) :]
+
+
+def blend(written: np.ndarray, generic: np.ndarray) -> np.ndarray:
+    """The vectors examples and requests are compared in: written + generic form, unit length."""
+    return unit(unit(written) + unit(generic))
+
+
 def comparable_vectors(texts: list[str], embed) -> np.ndarray:
-    """The vectors examples and requests are compared in: written + generic form, unit length.
+    """The compared vectors (blend) of `texts`.
 
     Requests arrive here already without_quotes (steward.rules_analysis); examples are read the same way."""
-    # One engine call for both forms: the engine packs all texts into one forward pass.
-    vectors = np.asarray(embed([*texts, *map(generic_form, texts)]), dtype=np.float32)
-    return unit(vectors[: len(texts)] + vectors[len(texts) :])
+    return blend(*written_and_generic(texts, embed))
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,16 @@ from catalog.search import one_catalog_state, rank_catalog, search_catalog
 
 from .. import flows
 from ..providers import Upstream
-from .examples import EMPTY, ExampleIndex, comparable_vectors, example_index, generic_form, unit, without_quotes
+from .examples import (
+    EMPTY,
+    ExampleIndex,
+    blend,
+    comparable_vectors,
+    example_index,
+    unit,
+    without_quotes,
+    written_and_generic,
+)
 from .fusion import ConversationState, Evidence, Routed, fuse, segments
 from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Lexicon, is_plain, lexicon
 
@@ -220,13 +229,11 @@ def whole_from_clauses(clauses: list[str], embed) -> tuple[np.ndarray, np.ndarra
     close to its clauses' vectors weighted by their length: embedding the request as well
     read every word twice, the steward's slowest requests (routing_dev's two-clause requests
     took 38-43 ms, the others at most 28)."""
-    # One engine call for both forms, as comparable_vectors.
-    vectors = np.asarray(embed([*clauses, *map(generic_form, clauses)]), dtype=np.float32)
-    written, generic = vectors[: len(clauses)], vectors[len(clauses) :]
+    written, generic = written_and_generic(clauses, embed)
     weights = np.array([[len(clause.split())] for clause in clauses], dtype=np.float32)
-    written = np.vstack([(weights * written).sum(axis=0), written])
+    written = unit(np.vstack([(weights * written).sum(axis=0), written]))
     generic = np.vstack([(weights * generic).sum(axis=0), generic])
-    return unit(unit(written) + unit(generic)), unit(written)
+    return blend(written, generic), written
 
 
 def _policy(entry: CatalogEntry | None):
