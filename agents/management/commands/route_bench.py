@@ -114,11 +114,11 @@ class Command(BaseCommand):
             },
             "p50_ms": percentile_ms(per_request, 50),
             "p95_ms": percentile_ms(per_request, 95),
-            # CPU time of the timing thread (torch and BLAS run one thread, on it): what a busy host
+            # CPU time of the timing thread (MiniLM and BLAS run one thread, on it): what a busy host
             # adds by taking the core away shows in the wall-clock figures above, not in these.
             "cpu_p50_ms": percentile_ms(cpu_per_request, 50),
             "cpu_p95_ms": percentile_ms(cpu_per_request, 95),
-            # Linux reports KiB: the whole process (Django, torch, the model and the index).
+            # Linux reports KiB: the whole process (Django, the models and the index).
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             # Other work on the host skews the timings: the 1-minute load around the timed loop.
             "host_load_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
