@@ -25,7 +25,7 @@ Conventions (a new test file in the current style needs nothing else):
   TOOLHUB_VECTOR_CACHE) serves both workers, the servers tests start, and later runs.
 - The test MCP servers (`python -m demo_mcp.loyalty_server`, `python -m
   tests.generated_mcp_server`) start as forks of one warm interpreter per test
-  process (tests/mcp_forkserver.py): same pipes, arguments, exit codes and kills,
+  process (tests/forkserver.py): same pipes, arguments, exit codes and kills,
   without each one importing the MCP SDK again (~0.7 s of CPU a server).
 - Any test may run in either worker, in any order: nothing shared between tests
   but the database's migrated rows; files under `tmp_path`, ports from
@@ -41,7 +41,7 @@ import pytest_asyncio
 from django.conf import settings
 from hypothesis import settings as hypothesis_settings
 
-from tests import mcp_forkserver
+from tests import forkserver
 from tests.scripted_openai import ScriptedOpenAI
 
 # Tests assert behaviour, never time: no per-example deadline on a loaded CI machine.
@@ -52,7 +52,7 @@ hypothesis_settings.load_profile("toolhub")
 def pytest_configure(config):
     _own_queue_and_channel_prefix_per_worker()
     _one_file_of_vectors_for_the_whole_run()
-    mcp_forkserver.install()
+    forkserver.install()
 
 
 def _one_file_of_vectors_for_the_whole_run() -> None:

@@ -27,6 +27,19 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 PATHS = ["/ws/console/", "/ws/console/{conversation}/", "/ws/overview/"]
 
 
+# Seconds a socket waits for what a test expects to arrive: channels' default (1 s) was too short on a loaded two-core
+# host for a turn's events to render and fan out (a fast-stage run failed on it). Waits for nothing stay short.
+ARRIVAL = 10
+
+
+class Socket(WebsocketCommunicator):
+    async def connect(self, timeout=ARRIVAL):
+        return await super().connect(timeout)
+
+    async def receive_from(self, timeout=ARRIVAL):
+        return await super().receive_from(timeout)
+
+
 @pytest_asyncio.fixture
 async def communicator():
     """Makes communicators for the route table alone (the test puts the user in the scope as AuthMiddlewareStack
@@ -34,8 +47,8 @@ async def communicator():
     teardown is cancelled inside the Redis layer's receive, which can hang the teardown."""
     made = []
 
-    def make(path: str, user) -> WebsocketCommunicator:
-        socket = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
+    def make(path: str, user) -> Socket:
+        socket = Socket(URLRouter(websocket_urlpatterns), path)
         socket.scope["user"] = user
         made.append(socket)
         return socket

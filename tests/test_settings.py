@@ -3,11 +3,12 @@
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+
+from tests import forkserver
 
 ROOT = Path(__file__).resolve().parent.parent
 SCALED_ENV_VARS = (
@@ -35,10 +36,12 @@ print(json.dumps({
 
 
 def run_python(code_or_args, tmp_path, **env_overrides):
+    """`python -c CODE` or `python ARGS...` in a process of its own, its settings read from its own environment
+    (as a fork of a warm interpreter that never read Django's settings: tests/forkserver.py)."""
     env = {k: v for k, v in os.environ.items() if k not in SCALED_ENV_VARS}
     env |= {"DJANGO_SETTINGS_MODULE": "toolhub.settings", "TOOLHUB_DATA_DIR": str(tmp_path)} | env_overrides
     args = ["-c", code_or_args] if isinstance(code_or_args, str) else code_or_args
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(forkserver.command(args), cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
 def probe(tmp_path, **env):

@@ -1,13 +1,14 @@
-"""The fork server the test MCP servers start from (tests/mcp_forkserver.py) behaves as the process it stands for."""
+"""The fork server the test MCP servers start from (tests/forkserver.py) behaves as the process it stands for."""
 
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
-from tests import mcp_forkserver
+import pytest
+
+from tests import forkserver
 
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -18,7 +19,7 @@ INITIALIZE = {
 
 
 def launch(*args):
-    command = [sys.executable, "-S", str(mcp_forkserver.LAUNCHER), mcp_forkserver.socket_path(), *args]
+    command = forkserver.launched(list(args))
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -64,21 +65,21 @@ def test_a_server_that_fails_exits_the_launcher_with_its_code_and_its_words_on_s
 
 def launched_server(*args):
     """(launcher, the fork server's child running the server); other tests' servers may be running beside it."""
-    mcp_forkserver.socket_path()
-    forkserver = mcp_forkserver._running["process"].pid
-    before = set(children_of(forkserver))
+    forkserver.socket_path()
+    server = forkserver._running["process"].pid
+    before = set(children_of(server))
     process = launch(*args)
-    wait_until(lambda: len(set(children_of(forkserver)) - before) == 1)
-    [child] = set(children_of(forkserver)) - before
+    wait_until(lambda: len(set(children_of(server)) - before) == 1)
+    [child] = set(children_of(server)) - before
     return process, child
 
 
 def test_killing_the_launcher_kills_the_server_it_stands_for():
     process, child = launched_server("-m", "tests.generated_mcp_server", "--tools", "1")
-    forkserver = mcp_forkserver._running["process"].pid
+    server = forkserver._running["process"].pid
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
-    wait_until(lambda: child not in children_of(forkserver))
+    wait_until(lambda: child not in children_of(server))
     assert process.returncode == -signal.SIGKILL
 
 
@@ -86,3 +87,36 @@ def test_a_server_killed_by_a_signal_ends_its_launcher_by_the_same_signal():
     process, child = launched_server("-m", "tests.generated_mcp_server", "--tools", "1")
     os.kill(child, signal.SIGTERM)
     assert process.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_code_runs_as_python_c_would_run_it_with_the_launchers_environment_and_directory(tmp_path):
+    code = (
+        "import json, os, sys, __main__\n"
+        "from django.conf import settings\n"
+        "print(json.dumps([sys.argv, sys.path[0], __name__, __main__.__dict__ is globals(), os.getcwd(),"
+        " os.environ.get('PROBE'), settings.configured]))\n"
+        "sys.exit(3)"
+    )
+    result = subprocess.run(
+        forkserver.command(["-c", code, "one", "two"]), cwd=tmp_path, env=os.environ | {"PROBE": "seen"},
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    assert json.loads(result.stdout) == [["-c", "one", "two"], "", "__main__", True, str(tmp_path), "seen", False]
+
+
+def test_a_script_runs_with_its_directory_first_on_the_path_as_python_script_would(tmp_path):
+    (tmp_path / "helper.py").write_text("WORD = 'beside the script'\n")
+    (tmp_path / "script.py").write_text(
+        "import sys, helper\nprint(sys.argv[1:], helper.WORD, __name__)\nraise SystemExit('failed on purpose')\n"
+    )
+    result = subprocess.run(forkserver.command([str(tmp_path / "script.py"), "--flag"]), capture_output=True, text=True,
+                            timeout=30)  # fmt: skip
+    assert result.stdout == "['--flag'] beside the script __main__\n"
+    assert (result.returncode, result.stderr) == (1, "failed on purpose\n")
+
+
+def test_only_programs_are_forked():
+    for args in ([], ["-c"], ["-S", "x.py"], ["-X", "importtime", "-c", "pass"]):
+        with pytest.raises(ValueError):
+            forkserver.command(args)

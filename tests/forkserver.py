@@ -1,14 +1,20 @@
-"""The test MCP servers start as forks of one warm interpreter instead of fresh ones (test processes only).
+"""Test subprocesses start as forks of one warm interpreter instead of fresh ones (test processes only).
 
-The fast stage starts about a hundred stdio servers (`python -m demo_mcp.loyalty_server ...`, `python -m
-tests.generated_mcp_server ...`); each spent ~0.7 s of CPU importing the MCP SDK before it answered, ~85 s of the
-stage's CPU. `install()` (tests/conftest.py) wraps the SDK's spawn so that exactly those commands run
-tests/mcp_launch.py instead, with the same arguments after it: toolhub's client still starts a process, talks to it
-over its pipes, sees its output end and its exit code, and may kill it. The launcher hands its pipes to this fork
-server (one per test process, started at its first server), which imported the SDK and both modules once and forks
-a child that runs the module as __main__ with the launcher's arguments, working directory and environment.
+Two kinds of processes the tests start spent most of their CPU importing what every one of them imports:
+- the test MCP servers (`python -m demo_mcp.loyalty_server ...`, `python -m tests.generated_mcp_server ...`), about
+  a hundred a fast stage at ~0.7 s of CPU each for the MCP SDK: `install()` (tests/conftest.py) wraps the SDK's
+  spawn so that exactly those commands run through the launcher;
+- the fresh Django processes of the settings and checks tests (`python -c CODE`, `python manage.py ...`, through
+  `command()`), ~1.6-2 s of CPU each, mostly importing the MCP SDK, Django, Celery, numpy and the rest.
 
-    python -m tests.mcp_forkserver SOCKET      (cwd: the repository; stdin: a pipe from the test process)
+The launcher (tests/fork_launch.py, stdlib only) runs in the process's place with the same arguments after it: the
+caller still starts a process, talks to it over its pipes, sees its output end and its exit code, and may kill it.
+The launcher hands its stdin, stdout and stderr, arguments, working directory and environment to this fork server
+(one per test process, started at first use), which imported those packages once, never toolhub's own modules nor
+Django's settings (a child reads its settings from its own environment, as a fresh process does), and forks a child
+that runs the module, code or script as __main__ on those pipes.
+
+    python -m tests.forkserver SOCKET      (cwd: the repository; stdin: a pipe from the test process)
 
 The fork server ends when its stdin ends (the test process is gone), killing its children. A launcher that ends
 before its child (killed by a test or by the SDK) gets its child killed at once; a child that ends has its status
@@ -30,10 +36,31 @@ import sys
 import tempfile
 import threading
 import traceback
+import types
 from pathlib import Path
 
 MODULES = ("demo_mcp.loyalty_server", "tests.generated_mcp_server")
-LAUNCHER = Path(__file__).with_name("mcp_launch.py")
+# What the fork server imports before it forks: the test MCP servers, and the third-party packages a toolhub process
+# imports (none of them reads Django's settings or starts a thread at import).
+WARM = (
+    *MODULES,
+    "django.core.management",
+    "django.db.models",
+    "django.core.handlers.asgi",
+    "django.urls",
+    "mcp.server.auth.middleware.bearer_auth",
+    "mcp.client.stdio",
+    "celery",
+    "numpy",
+    "scipy.sparse",
+    "bm25s",
+    "openai",
+    "channels.layers",
+    "psycopg",
+    "redis",
+    "tiktoken",
+)
+LAUNCHER = Path(__file__).with_name("fork_launch.py")
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 # --- in the test process ------------------------------------------------------------------------------------------
@@ -52,11 +79,26 @@ def install() -> None:
 
     async def create(command, args, env=None, errlog=sys.stderr, cwd=None):
         if command == sys.executable and len(args) >= 2 and args[0] == "-m" and args[1] in MODULES:
-            command, args = sys.executable, ["-S", str(LAUNCHER), socket_path(), *args]
+            command, *args = launched(args)
         return await spawn(command, args, env, errlog, cwd)
 
     create.forks_test_servers = True
     stdio._create_platform_compatible_process = create
+
+
+def command(args: list[str]) -> list[str]:
+    """The command line that runs `python ARGS` (`-c CODE ...`, `-m MODULE ...` or `SCRIPT ...`) as a fork."""
+    if (
+        not args
+        or (args[0] in ("-c", "-m") and len(args) < 2)
+        or (args[0].startswith("-") and args[0] not in ("-c", "-m"))
+    ):
+        raise ValueError(f"not a program the fork server runs: {args!r}")
+    return launched(args)
+
+
+def launched(args: list[str]) -> list[str]:
+    return [sys.executable, "-S", str(LAUNCHER), socket_path(), *args]
 
 
 def socket_path() -> str:
@@ -66,13 +108,13 @@ def socket_path() -> str:
         if process is None or process.poll() is not None:
             path = os.path.join(tempfile.mkdtemp(prefix="toolhub-forkserver-"), "socket")
             process = subprocess.Popen(
-                [sys.executable, "-m", "tests.mcp_forkserver", path],
+                [sys.executable, "-m", "tests.forkserver", path],
                 cwd=REPOSITORY,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
             )
             if process.stdout.readline() != b"ready\n":
-                raise RuntimeError(f"the test MCP fork server did not start (exit {process.wait()})")
+                raise RuntimeError(f"the test fork server did not start (exit {process.wait()})")
             _running.update(process=process, path=path)
             atexit.register(_stop, process)
         return _running["path"]
@@ -90,7 +132,7 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def serve(path: str) -> None:
-    for module in MODULES:
+    for module in WARM:
         importlib.import_module(module)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -150,12 +192,9 @@ def _fork(connection: socket.socket, listener: socket.socket, children: dict) ->
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    module, arguments = request["argv"][1], request["argv"][2:]
-    sys.argv = [module, *arguments]
-    sys.modules.pop(module, None)  # its imports are warm; its own code runs afresh as __main__, as under `python -m`
     code = 0
     try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        _run(request["argv"])
     except SystemExit as exit:
         if exit.code is None or isinstance(exit.code, int):
             code = exit.code or 0
@@ -171,6 +210,23 @@ def _fork(connection: socket.socket, listener: socket.socket, children: dict) ->
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+def _run(argv: list[str]) -> None:
+    """Run `python ARGV` in this process, as the interpreter would: sys.argv and sys.path[0] set the same way."""
+    if argv[0] == "-m":
+        module = argv[1]
+        sys.argv, sys.path[0] = [module, *argv[2:]], os.getcwd()
+        sys.modules.pop(module, None)  # its imports are warm; its own code runs afresh as __main__
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    elif argv[0] == "-c":
+        sys.argv, sys.path[0] = ["-c", *argv[2:]], ""
+        main = types.ModuleType("__main__")
+        sys.modules["__main__"] = main
+        exec(compile(argv[1], "<string>", "exec"), main.__dict__)
+    else:
+        sys.argv, sys.path[0] = list(argv), os.path.dirname(os.path.abspath(argv[0]))
+        runpy.run_path(argv[0], run_name="__main__")
 
 
 def _receive(connection: socket.socket) -> tuple[bytes, list[int]]:

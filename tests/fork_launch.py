@@ -1,13 +1,13 @@
-"""Stand-in for `python -m MODULE ARGS...` of a test MCP server: the server runs in a fork of a warm interpreter.
+"""Stand-in for `python ARGS...` of a test subprocess: the program runs in a fork of a warm interpreter.
 
-    python -S tests/mcp_launch.py SOCKET -m MODULE ARGS...
+    python -S tests/fork_launch.py SOCKET ARGS...      (ARGS: -m MODULE ..., -c CODE ... or SCRIPT ...)
 
-Started by the MCP SDK exactly where the server's own process would be (tests/mcp_forkserver.py rewrites the
-command): it hands its stdin, stdout and stderr, its arguments, working directory and environment to the fork
-server listening on SOCKET, which forks a child that already imported the MCP SDK and runs MODULE as __main__ on
-those pipes. This process then waits and exits as the child did (same code, same signal); killed itself, the fork
-server kills the child. Standard library only, no site packages (-S): it starts in ~15 ms, where a fresh interpreter
-importing the MCP SDK takes ~0.7 s of CPU.
+Started exactly where the program's own process would be (tests/forkserver.py rewrites the command): it hands its
+stdin, stdout and stderr, its arguments, working directory and environment to the fork server listening on
+SOCKET, which forks a child that already imported the heavy packages and runs the program as __main__ on those
+pipes. This process then waits and exits as the child did (same code, same signal); killed itself, the fork
+server kills the child. Standard library only, no site packages (-S): it starts in ~15 ms, where a fresh
+interpreter importing the MCP SDK takes ~0.7 s of CPU.
 """
 
 import array
