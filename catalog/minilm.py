@@ -70,6 +70,8 @@ class MiniLM:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """The texts' unit vectors, one forward pass for all of them (padded to the longest)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
         encodings = self.tokenizer.encode_batch(texts)
         length = max(len(encoding.ids) for encoding in encodings)
         ids = np.zeros((len(texts), length), dtype=np.int64)

@@ -32,6 +32,7 @@ def test_a_batch_of_texts_of_every_length_gets_the_same_vectors_as_each_alone(mo
     assert vectors.dtype == np.float32 and vectors.shape == REFERENCE["vectors"].shape
     assert np.abs(vectors - REFERENCE["vectors"]).max() < 1e-5
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert model.embed([]).shape == (0, model.dim)
 
 
 def test_the_search_model_embeds_through_it_in_input_order():
