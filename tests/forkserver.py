@@ -88,13 +88,10 @@ def install() -> None:
 
 def command(args: list[str]) -> list[str]:
     """The command line that runs `python ARGS` (`-c CODE ...`, `-m MODULE ...` or `SCRIPT ...`) as a fork."""
-    if (
-        not args
-        or (args[0] in ("-c", "-m") and len(args) < 2)
-        or (args[0].startswith("-") and args[0] not in ("-c", "-m"))
-    ):
-        raise ValueError(f"not a program the fork server runs: {args!r}")
-    return launched(args)
+    option = args[0] if args else "-"
+    if option in ("-c", "-m") and len(args) >= 2 or not option.startswith("-"):
+        return launched(args)
+    raise ValueError(f"not a program the fork server runs: {args!r}")
 
 
 def launched(args: list[str]) -> list[str]:

@@ -93,8 +93,8 @@ def test_code_runs_as_python_c_would_run_it_with_the_launchers_environment_and_d
     code = (
         "import json, os, sys, __main__\n"
         "from django.conf import settings\n"
-        "print(json.dumps([sys.argv, sys.path[0], __name__, __main__.__dict__ is globals(), os.getcwd(),"
-        " os.environ.get('PROBE'), settings.configured]))\n"
+        "print(json.dumps([sys.argv, sys.path[0], __name__, __main__.__dict__ is globals(), 'serve' in globals(),"
+        " os.getcwd(), os.environ.get('PROBE'), settings.configured]))\n"
         "sys.exit(3)"
     )
     result = subprocess.run(
@@ -102,7 +102,16 @@ def test_code_runs_as_python_c_would_run_it_with_the_launchers_environment_and_d
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert result.returncode == 3, result.stderr
-    assert json.loads(result.stdout) == [["-c", "one", "two"], "", "__main__", True, str(tmp_path), "seen", False]
+    assert json.loads(result.stdout) == [
+        ["-c", "one", "two"],
+        "",
+        "__main__",
+        True,
+        False,
+        str(tmp_path),
+        "seen",
+        False,
+    ]
 
 
 def test_a_script_runs_with_its_directory_first_on_the_path_as_python_script_would(tmp_path):
