@@ -18,7 +18,8 @@ that runs the module, code or script as __main__ on those pipes.
 
 The fork server ends when its stdin ends (the test process is gone), killing its children. A launcher that ends
 before its child (killed by a test or by the SDK) gets its child killed at once; a child that ends has its status
-sent to its launcher, which exits the same way. Any other command is spawned as it was.
+sent to its launcher, which exits the same way; a signal the launcher was sent to stop it (SIGTERM and the like) is
+passed on to the child. Any other command is spawned as it was.
 """
 
 import array
@@ -151,10 +152,14 @@ def serve(path: str) -> None:
                 pid = _fork(connection, listener, children)
                 if pid:
                     children[pid] = connection
-            else:  # a launcher's connection says something only by ending: it was killed
+            else:  # a launcher passes on a signal it was sent, or its connection ends: it was killed
                 pid = next(pid for pid, c in children.items() if c is item)
-                _kill(pid)
-                killed.add(pid)
+                message = item.recv(4, socket.MSG_WAITALL)
+                if len(message) == 4:
+                    _kill(pid, struct.unpack("!i", message)[0])
+                else:
+                    _kill(pid)
+                    killed.add(pid)
         _reap(children, killed)
 
 
@@ -235,9 +240,9 @@ def _receive(connection: socket.socket) -> tuple[bytes, list[int]]:
     return header, list(fds)
 
 
-def _kill(pid: int) -> None:
+def _kill(pid: int, number: int = signal.SIGKILL) -> None:
     try:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, number)
     except ProcessLookupError:
         pass
 

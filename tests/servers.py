@@ -1,5 +1,10 @@
 """Real server processes for integration tests: Daphne, a Celery worker, the production layout of deploy/Procfile,
-started like a deployment."""
+started like a deployment.
+
+Daphne, the Celery workers and manage.py run as forks of the test process's warm interpreter (tests/forkserver.py):
+the same program, arguments, environment and pipes, and a signal to stop them reaches their own shutdown, without
+each start importing Django, Celery, the MCP SDK and the rest again (~1.5 s of CPU, some fifty starts a run). The
+production layout (Layout, below) starts deploy/Procfile's own command lines, as honcho does."""
 
 import os
 import signal
@@ -10,6 +15,8 @@ import tempfile
 import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
+
+from tests import forkserver
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -54,8 +61,8 @@ def database_env(**extra) -> dict:
 
 
 def manage(env: dict, *args: str) -> str:
-    result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=300)  # fmt: skip
+    result = subprocess.run(forkserver.command(["manage.py", *args]), cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
@@ -92,7 +99,7 @@ def daphne(env: dict):
     """Yield the base URL of a Daphne serving toolhub.asgi with `env` (its process: `daphne_process(url)`)."""
     port = free_port()
     endpoint = f"tcp:port={port}:interface=127.0.0.1:backlog={LISTEN_BACKLOG}"
-    process, log = start([str(BIN / "daphne"), "-e", endpoint, "toolhub.asgi:application"], env)
+    process, log = start(forkserver.command([str(BIN / "daphne"), "-e", endpoint, "toolhub.asgi:application"]), env)
     process.log = log  # the caller may read it (output_of) while the server runs
     _daphnes[f"http://127.0.0.1:{port}"] = process
     try:
@@ -117,11 +124,9 @@ def daphne_process(base_url: str) -> subprocess.Popen:
 def celery_worker(env: dict, app, *, pool: str = "solo", concurrency: int = 1):
     """Yield a running Celery worker (solo pool, or `pool` with `concurrency` children) once it answers a ping."""
     name = f"itest-{os.getpid()}-{time.monotonic_ns()}@{os.uname().nodename}"
-    process, log = start(
-        [sys.executable, "-m", "celery", "-A", "toolhub", "worker", "--pool", pool, "--concurrency", str(concurrency),
-         "--loglevel", "WARNING", "--hostname", name, "--without-gossip", "--without-mingle"],
-        env,
-    )  # fmt: skip
+    worker = ["-m", "celery", "-A", "toolhub", "worker", "--pool", pool, "--concurrency", str(concurrency),
+              "--loglevel", "WARNING", "--hostname", name, "--without-gossip", "--without-mingle"]  # fmt: skip
+    process, log = start(forkserver.command(worker), env)
     process.log = log  # the test may read it (output_of) while the worker runs
     try:
         deadline = time.monotonic() + 90

@@ -89,6 +89,24 @@ def test_a_server_killed_by_a_signal_ends_its_launcher_by_the_same_signal():
     assert process.wait(timeout=10) == -signal.SIGTERM
 
 
+def test_a_signal_to_stop_reaches_the_program_so_its_own_shutdown_runs():
+    """As a test stops a server it started (terminate(), SIGINT): the server's handler runs, its exit is the
+    launcher's."""
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (print('stopping cleanly', flush=True), sys.exit(0)))\n"
+        "signal.signal(signal.SIGINT, lambda *_: (print('interrupted', flush=True), sys.exit(4)))\n"
+        "print('ready', flush=True)\n"
+        "while True: time.sleep(0.05)"
+    )
+    for stop, said, code_after in ((signal.SIGTERM, "stopping cleanly", 0), (signal.SIGINT, "interrupted", 4)):
+        process = subprocess.Popen(forkserver.command(["-c", code]), stdout=subprocess.PIPE, text=True)
+        assert process.stdout.readline() == "ready\n"
+        process.send_signal(stop)
+        assert process.wait(timeout=10) == code_after
+        assert process.stdout.read() == f"{said}\n"
+
+
 def test_code_runs_as_python_c_would_run_it_with_the_launchers_environment_and_directory(tmp_path):
     code = (
         "import json, os, sys, __main__\n"
