@@ -27,12 +27,14 @@ import hashlib
 import os
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
 
+TIMEOUT = 60  # seconds a process waits for another's lock on the file
 CHUNK = 500  # keys per query (SQLite's variable limit)
 SHARE = 64  # texts per claimed batch: one forward batch of the MiniLM model, a few hundred ms of e5
 CLAIM_SLOTS = 2**30  # bytes of the claims file a batch's lock may fall on
@@ -66,11 +68,26 @@ def _connection(file: str) -> sqlite3.Connection:
     key = (os.getpid(), file)
     if key not in connections:
         Path(file).parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(file, timeout=60, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("CREATE TABLE IF NOT EXISTS vector (key TEXT PRIMARY KEY, data BLOB NOT NULL)")
+        connection = sqlite3.connect(file, timeout=TIMEOUT, isolation_level=None)
+        _prepare(connection)
         connections[key] = connection
     return connections[key]
+
+
+def _prepare(connection: sqlite3.Connection) -> None:
+    """WAL mode and the table. Switching a file to WAL while another process writes it (two processes making a new
+    file at once: the suite's workers on a fresh clone) fails at once with "database is locked": SQLite does not
+    wait on its busy timeout there, since both connections could be waiting on each other. So it is tried again."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("CREATE TABLE IF NOT EXISTS vector (key TEXT PRIMARY KEY, data BLOB NOT NULL)")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def read(model_name: str, texts: list[str]) -> dict[str, np.ndarray]:

@@ -1,6 +1,8 @@
 """The machine's file of vectors (catalog/embedding_cache.py): read before the model runs, written once, per model."""
 
 import multiprocessing
+import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -125,3 +127,21 @@ def test_processes_needing_the_same_new_texts_at_once_embed_each_of_them_once(tm
     forwarded = Path(log).read_text().splitlines()
     assert sorted(forwarded) == sorted(texts)  # each text once, by one of them
     assert set(embedding_cache._read_from(file, "model", texts)) == set(texts)
+
+
+def test_a_process_opening_the_file_while_another_writes_it_waits_for_it(settings, tmp_path):
+    """The race the suite's two workers ran into on a fresh clone: one switched the new file to WAL while the other
+    wrote it, and SQLite refused at once ("database is locked"), not after its busy timeout."""
+    settings.TOOLHUB_VECTOR_CACHE = file = str(tmp_path / "vectors.sqlite3")
+    other = sqlite3.connect(file, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE early (x)")
+    other.execute("BEGIN IMMEDIATE")  # another process's write, before the file is in WAL mode
+    other.execute("INSERT INTO early VALUES (1)")
+    ends = threading.Timer(0.3, other.execute, ["COMMIT"])
+    ends.start()
+    try:
+        assert embedding_cache.read("model", ["not there yet"]) == {}
+    finally:
+        ends.join()
+        other.close()
+    assert sqlite3.connect(file).execute("PRAGMA journal_mode").fetchone() == ("wal",)
