@@ -79,8 +79,10 @@ PYTEST := $(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 test: test-unit test-integration
 
+# worksteal: a worker that runs out of tests takes half of the other's queue. With xdist's default (tests dealt out
+# up front) one worker ran the last ~14 s alone (one run, timed per test); with worksteal both ended within 0.2 s.
 test-unit: setup
-	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL $(PYTEST) -n $(TEST_WORKERS) -m "not integration"
+	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL $(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "not integration"
 
 test-integration: setup $(CHROMIUM) $(HAPROXY) $(NPM_MCP_SERVERS) $(CONFORMANCE_SUITE)
 	$(PY) tests/ensure_services.py $(TEST_DATABASE_URL) $(TEST_REDIS_URL)

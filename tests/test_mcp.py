@@ -318,7 +318,9 @@ def test_a_slow_call_times_out_and_the_connection_keeps_working(tmp_path):
 
 @override_settings(TOOLHUB_MCP_TIMEOUT=1)
 def test_a_server_that_never_answers_the_handshake_times_out(tmp_path):
-    server = McpServer.objects.create(name="mute", command=sys.executable, args=["-c", "import time; time.sleep(30)"])
+    # It reads what it is sent and never answers; the end of its input (the client giving up) ends it, as a real
+    # server's would, so the client's close does not wait out the SDK's 2 s before it kills the process.
+    server = McpServer.objects.create(name="mute", command=sys.executable, args=["-c", "import sys; sys.stdin.read()"])
 
     result = call_tool(server, "list_campaigns", {})
 
