@@ -31,6 +31,7 @@ from typing import TypeVar
 from django.apps import apps
 from django.core.management.color import no_style
 from django.db import connection, transaction
+from django.db.models import sql
 from django.utils import timezone
 
 from catalog import embeddings
@@ -43,6 +44,21 @@ class _TableChange:
     before: list[tuple]  # every row (values_list ordered by pk) before the load
     inserted: list  # instances the load created
     updated: list  # instances that existed before and the load changed
+    # The INSERT statements (SQL, parameters) of `inserted`, compiled by the first restore for this process's
+    # database: a restore then runs them as they are instead of bulk_create preparing ~1,300 rows' values again
+    # (44 -> 7 ms a restore, some 200 restores a fast stage).
+    statements: list[tuple[str, tuple]] | None = None
+
+    def insert_statements(self) -> list[tuple[str, tuple]]:
+        if self.statements is None:
+            fields = self.model._meta.concrete_fields
+            size = connection.ops.bulk_batch_size(fields, self.inserted) or len(self.inserted)
+            self.statements = []
+            for start in range(0, len(self.inserted), size):
+                query = sql.InsertQuery(self.model)
+                query.insert_values(fields, self.inserted[start : start + size])
+                self.statements.extend(query.get_compiler(connection=connection).as_sql())
+        return self.statements
 
 
 @dataclass
@@ -120,9 +136,10 @@ def _tables_as_before(snapshot: _Snapshot) -> bool:
 
 
 def _restore(snapshot: _Snapshot) -> None:
-    with transaction.atomic():  # foreign keys are checked at the end, whatever the order of the tables
+    with transaction.atomic(), connection.cursor() as cursor:  # foreign keys are checked at the end
         for change in snapshot.changes:
-            change.model._base_manager.bulk_create(change.inserted)
+            for statement, parameters in change.insert_statements():
+                cursor.execute(statement, parameters)
             for obj in change.updated:
                 fields = {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields if not f.primary_key}
                 change.model._base_manager.filter(pk=obj.pk).update(**fields)
