@@ -24,11 +24,13 @@ Conventions (a new test file in the current style needs nothing else):
   what they embedded; behind the memo, one file of vectors (var/test-vectors.sqlite3,
   TOOLHUB_VECTOR_CACHE) serves both workers, the servers tests start, and later runs.
 - The test MCP servers (`python -m demo_mcp.loyalty_server`, `python -m
-  tests.generated_mcp_server`) and the fresh Django processes of the settings
-  and checks tests (`tests.test_settings.run_python`) start as forks of one warm
-  interpreter per test process (tests/forkserver.py): same pipes, arguments,
-  environment, exit codes and kills, without each one importing the MCP SDK,
-  Django and the rest again (~0.7-1.5 s of CPU a process).
+  tests.generated_mcp_server`), the fresh Django processes of the settings
+  and checks tests (`tests.test_settings.run_python`) and the integration
+  tests' Daphne, Celery workers and `manage.py` (tests/servers.py) start as
+  forks of one warm interpreter per test process (tests/forkserver.py): same
+  pipes, arguments, environment, exit codes, stop signals and kills, without
+  each one importing the MCP SDK, Django and the rest again (~0.7-1.5 s of CPU
+  a process).
 - Any test may run in either worker, in any order: nothing shared between tests
   but the database's migrated rows; files under `tmp_path`, ports from
   `tests.servers.free_port`. Each worker has its own test database
