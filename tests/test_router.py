@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from agents.models import ActionWord, IntentExample
-from agents.router import ConversationState, StewardContext, analyze, calibration
+from agents.router import ConversationState, StewardContext, analyze, calibration, steward
 from agents.router.examples import ExampleIndex, Label
 from agents.router.fusion import Evidence, fuse, segments
 from agents.router.lexicon import Hits
@@ -164,11 +164,22 @@ def test_no_confidence_exposes_a_tool_the_policies_deny():
     assert not {"export_member_data", "merge_members"} & set(result.recommended_tools)
 
 
-@pytest.mark.parametrize("text", ["", "   \n\t ", "x" * 100_000, "\x00\x01\ud800\uffff" * 50])
+DOCUMENT = "Give customer 42 five hundred bonus points. Tạm ngưng chương trình SUMMER24 giúp tôi. " * 1200
+
+
+@pytest.mark.parametrize(
+    "text", ["", "   \n\t ", "x" * 100_000, "\x00\x01\ud800\uffff" * 50, DOCUMENT[:100_000]]
+)  # fmt: skip
 def test_empty_huge_or_binary_input_routes_to_answer_with_no_tools(text):
     result = analyze(text)
     assert result.recommended_tools == ()
     assert result.decision.action == Action.ANSWER and not result.fallback
+
+
+def test_a_long_request_short_of_a_document_is_routed_on_its_start():
+    text = DOCUMENT[: steward.DOCUMENT_CHARS]
+    assert len(text) > steward.MAX_ROUTED_CHARS
+    assert analyze(text).recommended_tools
 
 
 def test_an_operator_example_teaches_a_new_wording():
