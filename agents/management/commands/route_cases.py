@@ -19,6 +19,7 @@ from django.test import override_settings
 from agents.evaluation import BenchFileError, case_category, case_failures, expects_write, percentile_ms, read_requests
 from agents.router import StewardContext, analyze, calibration, prepare_vectors
 from agents.router.lexicon import READ_ACTIONS
+from catalog import embeddings
 
 
 class Command(BaseCommand):
@@ -52,7 +53,9 @@ class Command(BaseCommand):
                 if not row["passed"]:
                     self.stdout.write(json.dumps({k: row[k] for k in ("id", "query", "why", "recommended")},
                                                  ensure_ascii=False))  # fmt: skip
-        self.stdout.write(json.dumps(summary(scored), ensure_ascii=False))
+        # The kernel the e5 engine runs on for this CPU (catalog/e5engine): the latencies depend on it.
+        engine = {"e5_kernel": embeddings.e5_kernel()} if embeddings.routing_model() == embeddings.E5_SMALL else {}
+        self.stdout.write(json.dumps(summary(scored) | engine, ensure_ascii=False))
         fitted = calibration.fit([(row["confidence"], row["right"], row["writes"]) for row in scored])
         self.print_table(fitted, label="calibrated confidence")
 
