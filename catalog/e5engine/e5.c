@@ -179,8 +179,19 @@ static inline __m256i dot_avx2(__m256i w, __m256i a) {
             for (int t = 0; t < NT; t++) out[r][t] = hsum256(acc[r][t]);                          \
     }
 
-TILE(tile_avx2, , dot_avx2, TT)
-TILE(tile1_avx2, , dot_avx2, 1)
+typedef void (*tile_fn)(const int8_t *, const float *, int, const int8_t *, const float *, int, float[RO][TT]);
+
+/* A kernel: its TT-token tile and its 1-token tile (the last L % TT tokens), both built for one instruction set
+ * and chosen together, so a CPU that has the kernel's instructions runs all of it. (The AVX-512 kernel once took
+ * its 1-token tile from the AVX-VNNI kernel: an AMD EPYC, which has AVX-512 VNNI but not AVX-VNNI, stopped on
+ * an illegal instruction.) */
+struct kernel { const char *name; tile_fn many, one; };
+#define KERNEL(NAME, LABEL, ATTR, DOT)                                                            \
+    TILE(tile_##NAME, ATTR, DOT, TT)                                                              \
+    TILE(tile1_##NAME, ATTR, DOT, 1)                                                              \
+    static const struct kernel kernel_##NAME = {LABEL, tile_##NAME, tile1_##NAME};
+
+KERNEL(avx2, "avx2", , dot_avx2)
 
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #define HAVE_VNNI 1
@@ -193,14 +204,11 @@ VNNI256 static inline __m256i dot_vnni(__m256i w, __m256i a) {
 VNNI512 static inline __m256i dot_vnni512(__m256i w, __m256i a) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, a);
 }
-TILE(tile_vnni, VNNI256, dot_vnni, TT)
-TILE(tile1_vnni, VNNI256, dot_vnni, 1)
-TILE(tile_vnni512, VNNI512, dot_vnni512, TT)
+KERNEL(vnni, "avx-vnni", VNNI256, dot_vnni)
+KERNEL(vnni512, "avx512-vnni", VNNI512, dot_vnni512)
 #endif
 
-typedef void (*tile_fn)(const int8_t *, const float *, int, const int8_t *, const float *, int, float[RO][TT]);
-static tile_fn tile_many = tile_avx2, tile_one = tile1_avx2;
-static const char *kernel_name = "avx2";
+static const struct kernel *kernel = &kernel_avx2;
 
 /* The best kernel this CPU runs, when the engine loads. TOOLHUB_E5_KERNEL=avx2 or avx-vnni picks a slower one
  * the CPU also has (tests compare them); anything else, or a kernel the CPU lacks, is ignored. */
@@ -212,18 +220,22 @@ __attribute__((constructor)) static void choose_tiles(void) {
     if (want && strcmp(want, "avx2") == 0) return;
     if (want && strcmp(want, "avx-vnni") == 0 && avx) avx512 = 0;
     if (avx512) {
-        tile_many = tile_vnni512; tile_one = tile1_vnni; kernel_name = "avx512-vnni";
+        kernel = &kernel_vnni512;
     } else if (avx) {
-        tile_many = tile_vnni; tile_one = tile1_vnni; kernel_name = "avx-vnni";
+        kernel = &kernel_vnni;
     }
 #endif
 }
-#else
-static const char *kernel_name = "scalar";
 #endif
 
 /* Which kernel the matmuls run on: "avx512-vnni", "avx-vnni", "avx2" or "scalar". */
-const char *e5_kernel(void) { return kernel_name; }
+const char *e5_kernel(void) {
+#if defined(__AVX2__)
+    return kernel->name;
+#else
+    return "scalar";
+#endif
+}
 
 static void matmul_q4q8(const block_q4_0 *W, const float *bias,
                         const int8_t *aq, const float *ad, const int32_t *as,
@@ -257,7 +269,7 @@ static void matmul_q4q8(const block_q4_0 *W, const float *bias,
             while (ro == RO && t < L) {
                 int n = L - t >= TT ? TT : 1;
                 float dots[RO][TT];
-                (n == TT ? tile_many : tile_one)(wexp, dw, nin, aq, ad, t, dots);
+                (n == TT ? kernel->many : kernel->one)(wexp, dw, nin, aq, ad, t, dots);
                 for (int r = 0; r < RO; r++)
                     for (int u = 0; u < n; u++) {
                         const float *ds = dsa + (size_t)(t + u) * nb, *dr = dw + r * nb;
