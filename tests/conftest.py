@@ -7,7 +7,8 @@ Stages (`make test`, the README's "Testing" says what each proves):
   Redis, Celery worker, Daphne, Chromium) and the unit tests marked `postgres`,
   whose point is what the database does (locking, constraints, compare-and-set,
   SQL functions). `postgres` implies `integration` (added below), so each test
-  runs in exactly one stage. Integration tests fail loudly without the services.
+  runs in exactly one stage; so does a folder of them (INTEGRATION_FOLDERS, which
+  the fast stage does not even import). Integration tests fail loudly without the services.
 
 Conventions (a new test file in the current style needs nothing else):
 - Plain pytest functions; the database through `db` or `@pytest.mark.django_db`
@@ -38,14 +39,17 @@ Conventions (a new test file in the current style needs nothing else):
   here, inherited by the servers a test starts).
 """
 
+import gc
 import os
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 from django.conf import settings
 from hypothesis import settings as hypothesis_settings
 
-from tests import forkserver
+from tests import forkserver, migrated_db
+from tests.builders import FAST_PASSWORD_HASHERS
 from tests.scripted_openai import ScriptedOpenAI
 
 # Tests assert behaviour, never time: no per-example deadline on a loaded CI machine.
@@ -56,62 +60,20 @@ hypothesis_settings.load_profile("toolhub")
 def pytest_configure(config):
     _own_queue_and_channel_prefix_per_worker()
     _one_file_of_vectors_for_the_whole_run()
-    _migrated_once_per_code()
+    migrated_db.install()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_servers_fork():
+    """Where tests run (not in pytest-xdist's controller, which would import the MCP SDK for nothing first)."""
     forkserver.install()
 
 
-def _migrated_once_per_code() -> None:
-    """The fast stage's in-memory SQLite test database is a copy of the one the last run migrated, while no code
-    that migrations run or import has changed: each worker's migrate took ~3 s of a ~90 s stage. The copy is
-    keyed by a hash of every file of the project's apps and settings (data files included) and of Django's
-    version, so any edit migrates again (and writes the new copy under var/, in place of the old ones).
-    PostgreSQL (the integration stage) always migrates."""
-    import functools
-    import hashlib
-    import sqlite3
-    from contextlib import closing
-
-    import django
-    from django.db.backends.sqlite3.creation import DatabaseCreation
-
-    migrate = DatabaseCreation.create_test_db
-
-    @functools.cache
-    def template():  # hashed when a test database is made, not at every process's start
-        digest = hashlib.sha256(django.get_version().encode())
-        for folder in ("agents", "catalog", "toolhub", "demo_mcp"):
-            for path in sorted((settings.BASE_DIR / folder).rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts:
-                    digest.update(str(path.relative_to(settings.BASE_DIR)).encode() + b"\0" + path.read_bytes())
-        return settings.BASE_DIR / "var" / f"test-db-{digest.hexdigest()[:16]}.sqlite3"
-
-    def create_test_db(self, verbosity=1, autoclobber=False, serialize=True, keepdb=False):
-        name = self._get_test_db_name()
-        if keepdb or not self.is_in_memory_db(name):
-            return migrate(self, verbosity, autoclobber, serialize, keepdb)
-        copy = template()
-        if not copy.exists():
-            name = migrate(self, verbosity, autoclobber, serialize, keepdb)
-            written = copy.with_name(f"{copy.name}.{os.getpid()}")
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            with closing(sqlite3.connect(written)) as target:
-                self.connection.connection.backup(target)
-            os.replace(written, copy)  # whole or not at all: the other worker may write it too
-            for old in copy.parent.glob("test-db-*.sqlite3"):
-                if old != copy:
-                    old.unlink(missing_ok=True)
-            return name
-        self.connection.close()
-        settings.DATABASES[self.connection.alias]["NAME"] = name
-        self.connection.settings_dict["NAME"] = name
-        self.connection.ensure_connection()
-        with closing(sqlite3.connect(copy)) as source:
-            source.backup(self.connection.connection)
-        if serialize:
-            self.connection._test_serialized_contents = self.serialize_db_to_string()
-        return name
-
-    DatabaseCreation.create_test_db = create_test_db
+def pytest_unconfigure(config):
+    """The interpreter's last garbage collection, at exit, walks every object a test process made (models,
+    indexes, caches): ~1 s for each worker, which the controller waits for, then for itself. Nothing left needs
+    collecting, so the objects of the run are frozen out of it."""
+    gc.freeze()
 
 
 def _one_file_of_vectors_for_the_whole_run() -> None:
@@ -138,9 +100,23 @@ def _own_queue_and_channel_prefix_per_worker() -> None:
         os.environ["TOOLHUB_CHANNEL_PREFIX"] = layer_config["prefix"] = f"{layer_config['prefix']}-{worker}"
 
 
+# Folders whose every test is an integration test (marked below, whatever their files say): the fast stage,
+# `-m "not integration"`, does not import them (~1 s of each worker's collection: Playwright, the OpenAI SDK).
+INTEGRATION_FOLDERS = ("integration", "browser")
+
+
+def pytest_ignore_collect(collection_path, config):
+    if config.getoption("markexpr") == "not integration" and collection_path.parent == Path(__file__).parent:
+        return collection_path.name in INTEGRATION_FOLDERS or None
+    return None
+
+
 def pytest_collection_modifyitems(items):
+    folders = [Path(__file__).parent / name for name in INTEGRATION_FOLDERS]
     for item in items:
-        if item.get_closest_marker("postgres") is not None and item.get_closest_marker("integration") is None:
+        if item.get_closest_marker("integration") is not None:
+            continue
+        if item.get_closest_marker("postgres") is not None or any(item.path.is_relative_to(f) for f in folders):
             item.add_marker(pytest.mark.integration)
 
 
@@ -158,10 +134,6 @@ def _integration_needs_real_services(request):
             "integration test needs the real services: set " + " and ".join(missing) + " (make test does this)",
             pytrace=False,
         )
-
-
-# PBKDF2's million rounds cost a quarter of a CPU second per user made or logged in with a password.
-FAST_PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)
@@ -244,6 +216,7 @@ def counted_embedder(monkeypatch):
         calls.append(list(texts))
         return bag_of_words_embedder(texts)
 
+    embed.computes = bag_of_words_embedder  # what it returns, for tests/demo_snapshot's key
     monkeypatch.setattr(embeddings, "embed_texts", embed)
     # The routing example index is cached by catalog state, which a demo_catalog copy shares with other tests:
     # this test builds its own, and the one before it comes back after (its vectors are the real model's).

@@ -12,8 +12,11 @@ The copy is what a real load would have written, or the real load runs instead:
   process made (usually nothing but migrated rows), else `load_demo_catalog()` runs
   for real (and its rows are kept too: a few such starting points are remembered);
 - the rows depend on the embedder (seed_examples stores vectors) and the settings it
-  reads, so a test that replaced `embed_texts` (counted_embedder) or switched dense
-  search off gets a real load, never a copy made under other conditions.
+  reads, so a test that replaced `embed_texts` or switched dense search off gets a
+  real load, never a copy made under other conditions. A stand-in names what it computes
+  (`embed.computes`: counted_embedder's records each call and returns the bag-of-words
+  vectors), so tests under the same stand-in share their copy; texts embedded by a real
+  load are then not among the stand-in's recorded calls.
 
 Never used for a test of load_demo_catalog itself (tests/test_demo_catalog.py calls it).
 
@@ -115,8 +118,9 @@ def replayed(name: str, load: Callable[[], T], *extra_key: object) -> T:
 
 
 def _conditions() -> tuple:
+    embed = embeddings.embed_texts
     return (
-        embeddings.embed_texts,
+        getattr(embed, "computes", embed),  # a stand-in that records its calls is keyed by what it computes
         embeddings.dense_enabled(),
         embeddings.search_model(),
         timezone.localdate(),  # knowledge's last_reviewed is counted back from today

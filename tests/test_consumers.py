@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.db import connections
 
-from agents import console, fanout, overview
+from agents import console, consumers, fanout, overview
 from agents.consumers import FORBIDDEN
 from agents.events import CONSOLE_GROUP, MESSAGE_TYPE, emit, serialize
 from agents.fanout import LOST, FanoutLost, GroupFanout, console_fanout
@@ -38,6 +38,15 @@ class Socket(WebsocketCommunicator):
 
     async def receive_from(self, timeout=ARRIVAL):
         return await super().receive_from(timeout)
+
+
+# The overview's refresh interval here (1 s in use): each overview test waited a whole interval for its refresh.
+REFRESH = 0.2
+
+
+@pytest.fixture(autouse=True)
+def _short_overview_interval(monkeypatch):
+    monkeypatch.setattr(consumers, "OVERVIEW_REFRESH_SECONDS", REFRESH)
 
 
 @pytest_asyncio.fixture
@@ -243,10 +252,29 @@ async def test_the_overview_refreshes_its_counters_when_a_turn_moves_and_ignores
     assert 'data-counter="turns_last_minute">0<' in first
     turn = await new_turn(viewer)
     await store(turn, TurnEvent.Type.DELTA, phase="content", content="partial answer")
-    assert await socket.receive_nothing(timeout=1.3)  # content alone changes no counter
+    assert await socket.receive_nothing(timeout=REFRESH * 4)  # content alone changes no counter
     await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
     refreshed = await socket.receive_from(timeout=3)
     assert 'id="overview-live"' in refreshed and 'data-counter="turns_last_minute">1<' in refreshed
+    await socket.disconnect()
+
+
+async def test_the_overview_refreshes_at_most_once_an_interval_with_what_it_heard_last(communicator, monkeypatch):
+    monkeypatch.setattr(consumers, "OVERVIEW_REFRESH_SECONDS", 1.0)
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    socket = communicator("/ws/overview/", viewer)
+    assert (await socket.connect())[0]
+    await socket.receive_from()
+    turn = await new_turn(viewer)
+    await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
+    await store(turn, TurnEvent.Type.STATUS, phase="bundle", message="Bundle ready")
+    assert await socket.receive_nothing(timeout=0.3)  # within the interval of the connect's render
+    refreshed = await socket.receive_from(timeout=3)  # one refresh for both events
+    assert 'data-counter="turns_last_minute">1<' in refreshed
+    await store(turn, TurnEvent.Type.STATUS, phase="tool", message="Calling a tool")
+    assert await socket.receive_nothing(timeout=0.3)  # within the interval of that refresh
+    assert 'id="overview-live"' in await socket.receive_from(timeout=3)
+    assert await socket.receive_nothing(timeout=0.3)
     await socket.disconnect()
 
 

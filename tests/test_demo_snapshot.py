@@ -4,10 +4,12 @@ import pytest
 from django.apps import apps
 from django.db import models, transaction
 
+from catalog import embeddings
 from catalog.demo_catalog import load_demo_catalog
 from catalog.models import CatalogState, Tool
 from tests import demo_snapshot
 from tests.builders import make_tool
+from tests.test_search import bag_of_words_embedder
 
 pytestmark = pytest.mark.django_db
 
@@ -77,10 +79,34 @@ def test_a_database_that_already_has_tools_gets_a_real_load(real_loads):
     assert Tool.objects.filter(name="an_operators_tool").exists()
 
 
-def test_a_replaced_embedder_gets_a_real_load(real_loads, counted_embedder):
+def stand_in(embedded: list, computes=None):
+    """An embedder in place of the dense model: records the texts, returns bag-of-words vectors."""
+
+    def embed(texts, *, model=None):
+        embedded.append(list(texts))
+        return bag_of_words_embedder(texts)
+
+    if computes is not None:
+        embed.computes = computes
+    return embed
+
+
+def test_a_replaced_embedder_gets_a_real_load(real_loads, monkeypatch):
+    embedded = []
+    monkeypatch.setattr(embeddings, "embed_texts", stand_in(embedded))
     demo_snapshot.demo_catalog()
     assert real_loads == [1]
-    assert counted_embedder, "the demo's examples were embedded by the replaced embedder, not copied"
+    assert embedded, "the demo's examples were embedded by the replaced embedder, not copied"
+
+
+def test_stand_ins_that_name_the_same_computation_share_a_copy(real_loads, monkeypatch):
+    first, second = [], []
+    monkeypatch.setattr(embeddings, "embed_texts", stand_in(first, computes=bag_of_words_embedder))
+    loaded, _ = rolled_back(demo_snapshot.demo_catalog)  # real, or a copy from an earlier test's stand-in
+    loads = len(real_loads)
+    monkeypatch.setattr(embeddings, "embed_texts", stand_in(second, computes=bag_of_words_embedder))
+    copied, _ = rolled_back(demo_snapshot.demo_catalog)
+    assert len(real_loads) == loads and second == [] and copied == loaded
 
 
 def test_a_create_after_the_copy_gets_a_fresh_key():

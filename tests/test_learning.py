@@ -6,7 +6,6 @@ from agents import runtime
 from agents.learning import learn_from_turn, tools_that_served
 from agents.models import Conversation, RoutingLog, ToolApproval, Turn, TurnEvent
 from agents.turns import create_turn
-from catalog.demo_catalog import load_demo_catalog
 from catalog.models import CatalogState, ToolExample
 from tests.builders import make_policy, make_tool, make_user
 
@@ -19,8 +18,7 @@ def learned():
 
 
 @pytest.fixture
-def conversation(counted_embedder):
-    load_demo_catalog()
+def conversation(counted_embedder, demo_catalog):  # the demo catalog as the bag-of-words stand-in embeds it
     return Conversation.objects.create(owner=make_user())
 
 

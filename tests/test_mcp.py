@@ -23,6 +23,7 @@ from catalog.mcp_client import McpServerUnavailable, acall_tool, call_tool, list
 from catalog.mcp_sync import SCHEMA_CHANGED_NOTE, server_for_tool, sync_server
 from catalog.models import CatalogState, McpServer, Tool, ToolPolicy
 from catalog.tokens import canonical_json
+from tests import forkserver
 from tests.builders import make_policy
 
 pytestmark = pytest.mark.django_db
@@ -309,14 +310,14 @@ def test_a_slow_call_times_out_and_the_connection_keeps_working(tmp_path):
     server = demo_server(tmp_path, "--test-delay-tool", "list_campaigns=5")
     assert call_json(server, "get_campaign", campaign_id="cmp_tet2026a")["name"]  # started with the default timeout
 
-    with override_settings(TOOLHUB_MCP_TIMEOUT=1):
+    with override_settings(TOOLHUB_MCP_TIMEOUT=0.5):
         result = call_tool(server, "list_campaigns", {})
 
-    assert result.is_error and result.content == "MCP server 'loyalty' did not answer list_campaigns within 1 s."
+    assert result.is_error and result.content == "MCP server 'loyalty' did not answer list_campaigns within 0.5 s."
     assert call_json(server, "get_campaign", campaign_id="cmp_tet2026a")["campaign_id"] == "cmp_tet2026a"
 
 
-@override_settings(TOOLHUB_MCP_TIMEOUT=1)
+@override_settings(TOOLHUB_MCP_TIMEOUT=0.5)
 def test_a_server_that_never_answers_the_handshake_times_out(tmp_path):
     # It reads what it is sent and never answers; the end of its input (the client giving up) ends it, as a real
     # server's would, so the client's close does not wait out the SDK's 2 s before it kills the process.
@@ -324,7 +325,7 @@ def test_a_server_that_never_answers_the_handshake_times_out(tmp_path):
 
     result = call_tool(server, "list_campaigns", {})
 
-    assert result.is_error and "'mute' did not" in result.content and "within 1 s" in result.content
+    assert result.is_error and "'mute' did not" in result.content and "within 0.5 s" in result.content
 
 
 def test_a_disabled_server_is_not_called(tmp_path):
@@ -343,7 +344,7 @@ def test_streamable_http_transport(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     args = ["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "l.sqlite3"), "--http", f"127.0.0.1:{port}"]
-    process = subprocess.Popen([sys.executable, *args], cwd=settings.BASE_DIR, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(forkserver.command(args), cwd=settings.BASE_DIR, stderr=subprocess.DEVNULL)
     try:
         _wait_for_port(port, process)
         server = McpServer.objects.create(

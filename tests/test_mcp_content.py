@@ -9,7 +9,6 @@ from agents import runtime
 from agents.models import Conversation, Message, TurnEvent
 from agents.turns import create_turn
 from catalog import mcp_client
-from catalog.demo_catalog import load_demo_catalog
 from catalog.mcp_content import model_text, summary
 from catalog.mcp_sync import sync_server
 from catalog.models import McpServer, Tool
@@ -57,9 +56,8 @@ def test_structured_content_alone_is_read_as_json():
 
 
 @pytest.fixture
-def content_turn(scripted_model):
+def content_turn(demo_catalog, scripted_model):
     """A chat turn whose model calls each content tool of the generated server once, then answers."""
-    load_demo_catalog()
     server = McpServer.objects.create(name="gen", command=sys.executable, args=CONTENT_SERVER)
     assert sync_server(server).ok
     for tool in Tool.objects.filter(name__startswith="gen_"):
@@ -112,8 +110,7 @@ def test_a_block_that_could_run_in_the_page_is_not_shown_as_media():
     assert shown_block({"type": "image", "mimeType": "image/png", "data": '" onerror="alert(1)'})["kind"] == "unshown"
 
 
-def test_a_five_megabyte_result_is_cut_for_the_model_and_stored_whole(scripted_model):
-    load_demo_catalog()
+def test_a_five_megabyte_result_is_cut_for_the_model_and_stored_whole(demo_catalog, scripted_model):
     server = McpServer.objects.create(name="gen", command=sys.executable, args=CONTENT_SERVER)
     sync_server(server)
     make_policy(Tool.objects.get(name="gen_big"))

@@ -18,6 +18,7 @@ only, everyone else is sent to the admin's login.
 
 import copy
 import json
+from dataclasses import dataclass
 from http.cookies import SimpleCookie
 
 import pytest
@@ -27,6 +28,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.db import connections, transaction
+from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
@@ -36,7 +38,7 @@ from agents.models import ApiKey, Conversation, RoutingLog, ToolApproval, Turn, 
 from agents.routing import websocket_urlpatterns
 from catalog.models import Domain, KnowledgeSnippet, McpServer, ToolExample
 from catalog.policies import record_policy_version
-from tests.builders import make_policy, make_tool, make_user
+from tests.builders import FAST_PASSWORD_HASHERS, make_policy, make_tool, make_user
 from tests.mcp_asgi import McpAsgiClient
 
 PRINCIPALS = ("anonymous", "norole", "viewer", "operator", "admin", "superuser")
@@ -269,27 +271,44 @@ def make_objects() -> dict:
             "approval": approval.pk, "turn": turn.pk}  # fmt: skip
 
 
-def request(client, user, method: str, route: str, url: str):
+@dataclass(frozen=True)
+class World:
+    """The principals, their signed-in sessions' cookies and the ids of the objects the URLs name."""
+
+    users: dict
+    objects: dict
+    sessions: dict
+
+
+@pytest.fixture(scope="class")
+def world(django_db_setup, django_db_blocker):
+    """One World for the route matrix's ~190 tests, made once as TestCase.setUpTestData does: each test's own
+    transaction (pytest-django's) is a savepoint inside this block, so the next test meets the same rows, and the
+    block is rolled back after the class's last test."""
+    with django_db_blocker.unblock(), override_settings(PASSWORD_HASHERS=FAST_PASSWORD_HASHERS), transaction.atomic():
+        users, objects = make_principals(), make_objects()
+        sessions = {}
+        for user in users.values():
+            if user is not None:
+                signing_in = Client()
+                signing_in.force_login(user)
+                sessions[user.pk] = signing_in.cookies
+        yield World(users, objects, sessions)
+        transaction.set_rollback(True)
+
+
+def request(client, user, method: str, route: str, url: str, sessions: dict):
     """One request as `user`; what it writes is rolled back, so every principal meets the same objects.
 
-    A principal logs in once per test (its session is made before the rolled-back block) and each of its requests
-    carries a fresh copy of that session's cookie: a request that logs out or rotates the session changes neither
-    the stored session nor the next request's cookie."""
-    cookies = _session(client, user) if user is not None and not route.startswith("v1/") else SimpleCookie()
+    A principal's requests carry a fresh copy of its session's cookie (`sessions`, by user id; the session was
+    made before the rolled-back block): a request that logs out or rotates the session changes neither the stored
+    session nor the next request's cookie."""
+    cookies = sessions[user.pk] if user is not None and not route.startswith("v1/") else SimpleCookie()
     with transaction.atomic():
         client.cookies = copy.deepcopy(cookies)
         response = _request(client, user, method, route, url)
         transaction.set_rollback(True)
     return response
-
-
-def _session(client, user) -> SimpleCookie:
-    logged_in = client.__dict__.setdefault("matrix_sessions", {})
-    if user.pk not in logged_in:
-        client.cookies = SimpleCookie()
-        client.force_login(user)
-        logged_in[user.pk] = copy.deepcopy(client.cookies)
-    return logged_in[user.pk]
 
 
 def _request(client, user, method: str, route: str, url: str):
@@ -311,34 +330,37 @@ def admin_url(route: str) -> str:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("route", ROUTES)
-def test_each_principal_gets_the_status_its_rule_says(client, route):
-    users, objects = make_principals(), make_objects()
-    if route.startswith(ADMIN_PREFIX):
-        check_admin_route(client, users, route)
-        return
-    assert route in RULES, f"no rule for the new endpoint {route!r}: add it to RULES"
-    url, expected = RULES[route]
-    got = {
-        method: {
-            name: request(client, user, method, route, url.format(**objects)).status_code
-            for name, user in users.items()
-        }  # fmt: skip
-        for method in expected
-    }
-    assert got == expected, json.dumps(got)
+class TestRoutes:
+    """The matrix over every route of the resolver; its tests share one World (the class-scoped fixture)."""
+
+    @pytest.mark.parametrize("route", ROUTES)
+    def test_each_principal_gets_the_status_its_rule_says(self, client, world, route):
+        if route.startswith(ADMIN_PREFIX):
+            check_admin_route(client, world, route)
+            return
+        assert route in RULES, f"no rule for the new endpoint {route!r}: add it to RULES"
+        url, expected = RULES[route]
+        got = {
+            method: {
+                name: request(client, user, method, route, url.format(**world.objects), world.sessions).status_code
+                for name, user in world.users.items()
+            }  # fmt: skip
+            for method in expected
+        }
+        assert got == expected, json.dumps(got)
 
 
-def check_admin_route(client, users, route):
+def check_admin_route(client, world, route):
     url = admin_url(route)
     if route in ADMIN_OPEN:
-        got = {method: {name: request(client, user, method, route, url).status_code for name, user in users.items()}
+        got = {method: {name: request(client, user, method, route, url, world.sessions).status_code
+                        for name, user in world.users.items()}
                for method in ADMIN_OPEN[route]}  # fmt: skip
         assert got == ADMIN_OPEN[route], json.dumps(got)
         return
     for method in ("GET", "POST"):
-        for name, user in users.items():
-            response = request(client, user, method, route, url)
+        for name, user in world.users.items():
+            response = request(client, user, method, route, url, world.sessions)
             if name == "superuser":
                 assert response.status_code < 500 and "/admin/login/" not in response.get("Location", ""), method
             else:
@@ -454,7 +476,5 @@ def test_keys_default_to_the_scopes_the_matrix_assumes():
 
 
 @pytest.fixture(autouse=True)
-def cheap_work(settings, counted_embedder):
-    """Six users per test: hash their passwords the cheap way (nothing here checks one); an edited example is
-    embedded by the bag-of-words stand-in, not the dense model."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def cheap_work(counted_embedder):
+    """An edited example is embedded by the bag-of-words stand-in, not the dense model."""

@@ -37,10 +37,9 @@ WIDE = {"width": 1280, "height": 800}
 NARROW = {"width": 390, "height": 844}
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(items):  # integration tests, as is the folder (tests/conftest.py)
     for item in items:
         if "tests/browser/" in str(item.fspath):
-            item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.django_db(transaction=True))
 
 
