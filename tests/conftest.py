@@ -21,6 +21,9 @@ Conventions (a new test file in the current style needs nothing else):
   (a copy of the process's first load, tests/demo_snapshot.py) rather than
   calling `load_demo_catalog()`, which still works and costs about a second.
 - Passwords hash with MD5 outside integration tests (`_fast_password_hashing`).
+- Each worker's in-memory SQLite database is a copy of the last run's migrated one
+  while no app file changed (tests/migrated_db.py); a test that needs a migrated
+  database file of its own copies it too (`migrated_db.copy_to`).
 - The embedding models load once per process (catalog.embeddings) and memoise
   what they embedded; behind the memo, one file of vectors (var/test-vectors.sqlite3,
   TOOLHUB_VECTOR_CACHE) serves both workers, the servers tests start, and later runs.

@@ -259,7 +259,9 @@ async def test_the_overview_refreshes_its_counters_when_a_turn_moves_and_ignores
     await socket.disconnect()
 
 
-async def test_the_overview_refreshes_at_most_once_an_interval_with_what_it_heard_last(communicator, monkeypatch):
+async def test_the_overview_refreshes_once_for_the_events_of_an_interval_and_not_before_it_ends(
+    communicator, monkeypatch
+):
     monkeypatch.setattr(consumers, "OVERVIEW_REFRESH_SECONDS", 1.0)
     viewer = await sync_to_async(make_user)("viewer", role="viewer")
     socket = communicator("/ws/overview/", viewer)
