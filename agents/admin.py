@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .forms import ApiKeyForm
+from .console.forms import ApiKeyForm
 from .models import (
     ActionWord,
     ApiKey,

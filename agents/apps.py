@@ -8,9 +8,14 @@ class AgentsConfig(AppConfig):
     def ready(self):
         from django.db.models.signals import post_delete, post_save
 
-        from catalog.signals import bump_catalog_version
+        from catalog.policies.versions import register_replay_source
+        from catalog.search.signals import bump_catalog_version
 
         from .models import ActionWord, IntentExample, MoodWord
+        from .turns.routing_log import recent_replays
+
+        # Policy simulations (catalog's policy page) replay the requests this app logs.
+        register_replay_source(recent_replays)
 
         # The router's evidence is cached per catalog state: a new action word or example must move it.
         for model in (ActionWord, IntentExample, MoodWord):

@@ -188,7 +188,7 @@ class Turn(models.Model):
         WAITING = "waiting"  # paused on an approval; resumes from a new task when decided
         DONE = "done"
         FAILED = "failed"
-        CANCELLED = "cancelled"  # stopped by an operator (agents.cancellation)
+        CANCELLED = "cancelled"  # stopped by an operator (agents.turns.cancellation)
 
     ENDED = (Status.DONE, Status.FAILED, Status.CANCELLED)  # nothing runs it again
 
@@ -196,7 +196,7 @@ class Turn(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     model = models.CharField(max_length=200, blank=True)
     two_stage = models.BooleanField(default=True, help_text="Consult the steward before the model.")
-    # An API client's own tools (agents.client_tools): offered to the model, never run by toolhub.
+    # An API client's own tools (agents.turns.client_tools): offered to the model, never run by toolhub.
     client_tools = models.JSONField(default=list, blank=True, help_text="OpenAI function definitions.")
     tool_choice = models.JSONField(null=True, blank=True, help_text='"none", "auto", "required" or a named function.')
     parallel_tool_calls = models.BooleanField(null=True, blank=True)
@@ -204,7 +204,7 @@ class Turn(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # The lease of a running turn (agents/watchdog.py): which run holds it, when its worker last beat, and when
+    # The lease of a running turn (agents/turns/watchdog.py): which run holds it, when its worker last beat, and when
     # the turn is due (TOOLHUB_TURN_TIME_LIMIT after its first start, or after it resumed from an approval).
     attempt = models.PositiveSmallIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -214,14 +214,14 @@ class Turn(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["status", "created_at"]),
-            # Retention's scan (agents/retention.py): finished turns oldest first, past the cutoff. The condition
+            # Retention's scan (agents/turns/retention.py): finished turns oldest first, past the cutoff. The condition
             # spells ENDED out: Meta cannot read the class's own names.
             models.Index(
                 fields=["finished_at", "id"],
                 name="turn_finished_for_retention",
                 condition=Q(status__in=["done", "failed", "cancelled"]),
             ),
-            # Turn search (agents/turn_search.py): the newest turns first, a page at a time.
+            # Turn search (agents/console/turn_search.py): the newest turns first, a page at a time.
             models.Index(fields=["-created_at", "-id"], name="turn_newest_first"),
         ]
 
@@ -271,6 +271,11 @@ class Message(models.Model):
             raise ValidationError({"tool_calls": "Only assistant messages carry tool calls."})
 
 
+# The status phase of a tool announcing that it runs (the tools in TOOLHUB_STATUS_TOOLS; web_search by default):
+# the runtime and the builtin tools both name it.
+TOOL_EXECUTION_PHASE = "tool_execution"
+
+
 class TurnEvent(models.Model):
     """One step of a turn, stored before it is broadcast so streams can replay it."""
 
@@ -297,7 +302,7 @@ class TurnEvent(models.Model):
         ordering = ["turn", "sequence"]
         constraints = [models.UniqueConstraint(fields=["turn", "sequence"], name="turn_event_sequence_unique")]
         indexes = [
-            # One tool's calls and results over a period (agents/tool_activity.py): a few rows among all the
+            # One tool's calls and results over a period (agents/console/tool_activity.py): a few rows among all the
             # streamed pieces. The expression is the one `payload__tool_name=...` compares (tool_events); the
             # condition spells TOOL_TYPES out: Meta cannot read the class's own names.
             models.Index(
@@ -401,7 +406,7 @@ def default_api_key_scopes() -> list[str]:
 class ApiKey(models.Model):
     """A key for the API (/v1) and /mcp. Only its hash is stored; the key is shown once.
 
-    It acts with its owner's permissions and only inside its scopes (agents.access).
+    It acts with its owner's permissions and only inside its scopes (agents.access.abilities).
     """
 
     class Scope(models.TextChoices):
@@ -419,8 +424,8 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     scopes = models.JSONField(default=default_api_key_scopes, help_text="What the key may be used for (Scope values).")
-    # Set on the key an OAuth client acts as for its user (agents.oauth): it has no secret of its own; its access
-    # tokens use it. Revoking it cuts the client off; its scopes narrow what the client's tokens may do.
+    # Set on the key an OAuth client acts as for its user (agents.mcp_gateway.oauth): it has no secret of its own; its
+    # access tokens use it. Revoking it cuts the client off; its scopes narrow what the client's tokens may do.
     oauth_application = models.ForeignKey(
         settings.OAUTH2_PROVIDER_APPLICATION_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
         help_text="The OAuth client that acts as this key (set on keys toolhub makes for OAuth clients only).",
@@ -475,7 +480,7 @@ class ToolApproval(models.Model):
 
 
 class McpFoundTool(models.Model):
-    """A tool an API key found through tool_search over /mcp (agents.mcp_found).
+    """A tool an API key found through tool_search over /mcp (agents.mcp_gateway.found_tools).
 
     Listed and callable for that key in every MCP session, under the routing
     decision it was found with, until `expires_at` (TOOLHUB_MCP_FOUND_TTL);
@@ -498,7 +503,7 @@ class McpFoundTool(models.Model):
 class RetentionDay(models.Model):
     """What retention removed of one day (the day a turn was created), kept so the overview's totals stay right.
 
-    Every batch adds its rows here in the transaction that deletes them (agents/retention.py), so a day's figures
+    Every batch adds its rows here in the transaction that deletes them (agents/turns/retention.py), so a day's figures
     are exact however many runs it took. Latencies are kept as counts per bucket of LATENCY_BUCKETS_MS (the upper
     bound of each, the last one open), from which the percentiles are read.
     """

@@ -4,8 +4,8 @@ from celery import shared_task
 from django.conf import settings
 from oauth2_provider.models import clear_expired
 
-from . import approvals, retention, runtime, watchdog
-from .workflows import cleanup_workflows
+from .turns import approvals, retention, runtime, watchdog
+from .turns.workflows import cleanup_workflows
 
 
 @shared_task(acks_late=True, time_limit=settings.TOOLHUB_TURN_TIME_LIMIT, ignore_result=True)
@@ -17,7 +17,7 @@ def run_turn(turn_id: int) -> None:
 @shared_task(ignore_result=True)
 def watch_turns() -> int:
     """Periodic (CELERY_BEAT_SCHEDULE), and once as a worker starts: restart or fail the turns whose worker died
-    or whose deadline passed (agents/watchdog.py). Safe to run anywhere, twice at once."""
+    or whose deadline passed (agents/turns/watchdog.py). Safe to run anywhere, twice at once."""
     return watchdog.watch_turns()
 
 
@@ -48,6 +48,6 @@ def expire_approval(approval_id: int) -> bool:
 @shared_task
 def apply_retention() -> dict:
     """Periodic (CELERY_BEAT_SCHEDULE): summarise and delete the finished turns older than TOOLHUB_RETENTION_DAYS
-    with their rows (agents/retention.py). Safe to retry or run twice at once: each batch is one transaction over
+    with their rows (agents/turns/retention.py). Safe to retry or run twice at once: each batch is one transaction over
     rows it has locked. Returns what it removed."""
     return retention.apply_retention().as_dict()

@@ -1,9 +1,9 @@
 from django.contrib import admin, messages
 from django.db import models, transaction
 
-from .mcp_forms import McpServerForm
 from .models import Domain, KnowledgeSnippet, McpServer, PolicyVersion, Tool, ToolPolicy
-from .policies import record_policy_version
+from .policies.versions import record_policy_version
+from .web.mcp_forms import McpServerForm
 
 
 @admin.register(Domain)
@@ -95,7 +95,7 @@ class McpServerAdmin(admin.ModelAdmin):
     @admin.action(description="Sync the selected MCP servers now", permissions=["change"])
     def sync_now(self, request, queryset):
         # Imported here: the MCP SDK is only loaded by processes that talk to servers.
-        from .mcp_sync import sync_server
+        from .mcp_client.sync import sync_server
 
         for server in queryset:
             result = sync_server(server)

@@ -6,6 +6,7 @@ class CatalogConfig(AppConfig):
     verbose_name = "Catalog"
 
     def ready(self):
-        from . import checks, signals  # noqa: F401  (checks register themselves)
+        from .policies import checks  # noqa: F401  (checks register themselves)
+        from .search import signals
 
         signals.connect()

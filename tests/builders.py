@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from agents.models import Message, RoutingLog, Turn, TurnEvent
 from catalog.models import Domain, Tool, ToolPolicy
-from catalog.policies import record_policy_version
+from catalog.policies.versions import record_policy_version
 from toolhub.roles import ensure_groups
 
 # PBKDF2's million rounds cost a quarter of a CPU second per user made or logged in with a password.

@@ -24,10 +24,10 @@ Conventions (a new test file in the current style needs nothing else):
 - Each worker's in-memory SQLite database is a copy of the last run's migrated one
   while no app file changed (tests/migrated_db.py); a test that needs a migrated
   database file of its own copies it too (`migrated_db.copy_to`).
-- The embedding models load once per process (catalog.embeddings) and memoise
+- The embedding models load once per process (catalog.search.embeddings) and memoise
   what they embedded; behind the memo, one file of vectors (var/test-vectors.sqlite3,
   TOOLHUB_VECTOR_CACHE) serves both workers, the servers tests start, and later runs.
-- The test MCP servers (`python -m demo_mcp.loyalty_server`, `python -m
+- The test MCP servers (`python -m demo.loyalty_mcp.server`, `python -m
   tests.generated_mcp_server`), the fresh Django processes of the settings
   and checks tests (`tests.test_settings.run_python`) and the integration
   tests' Daphne, Celery workers and `manage.py` (tests/servers.py) start as
@@ -81,7 +81,7 @@ def pytest_unconfigure(config):
 
 def _one_file_of_vectors_for_the_whole_run() -> None:
     """Both workers, every server and worker a test starts, and the next run share the vectors the models made
-    (catalog/embedding_cache.py): the demo's examples are embedded once per machine, not once per process."""
+    (catalog/search/embedding_cache.py): the demo's examples are embedded once per machine, not once per process."""
     if "TOOLHUB_VECTOR_CACHE" not in os.environ:
         os.environ["TOOLHUB_VECTOR_CACHE"] = str(settings.BASE_DIR / "var" / "test-vectors.sqlite3")
     settings.TOOLHUB_VECTOR_CACHE = os.environ["TOOLHUB_VECTOR_CACHE"]
@@ -185,7 +185,7 @@ async def mcp_endpoint():
     from asgiref.sync import sync_to_async
     from django.db import connections
 
-    from agents.mcp_server import McpEndpoint
+    from agents.mcp_gateway.server import McpEndpoint
 
     endpoint = McpEndpoint()
     yield endpoint
@@ -208,9 +208,9 @@ def eager_celery():
 @pytest.fixture
 def counted_embedder(monkeypatch):
     """Replace the dense model with the fast bag-of-words stand-in and record the texts it embeds."""
-    from agents.router import examples
-    from catalog import embeddings
-    from catalog import search as catalog_search
+    from agents.router import nearest_examples as examples
+    from catalog.search import embeddings
+    from catalog.search import service as catalog_search
     from tests.test_search import bag_of_words_embedder
 
     calls = []

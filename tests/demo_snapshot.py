@@ -37,8 +37,8 @@ from django.db import connection, transaction
 from django.db.models import sql
 from django.utils import timezone
 
-from catalog import embeddings
-from catalog.demo_catalog import DemoSummary, load_demo_catalog
+from catalog.search import embeddings
+from demo.catalog import DemoSummary, load_demo_catalog
 
 
 @dataclass

@@ -19,7 +19,7 @@ import django
 from django.conf import settings
 from django.db.backends.sqlite3.creation import DatabaseCreation
 
-FOLDERS = ("agents", "catalog", "toolhub", "demo_mcp")
+FOLDERS = ("agents", "catalog", "toolhub", "demo.loyalty_mcp")
 
 
 @functools.cache

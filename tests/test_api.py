@@ -6,7 +6,7 @@ import re
 import pytest
 from django.core.management import call_command
 
-from agents.api_keys import authenticate, create_api_key
+from agents.access.api_keys import authenticate, create_api_key
 from agents.models import ApiKey, Conversation, Message, ModelProfile, Turn
 from tests.builders import make_user
 
@@ -104,7 +104,7 @@ def test_create_api_key_prints_the_key_once_on_its_last_line(capsys):
 
 
 def test_a_key_records_when_it_was_last_used_at_most_once_a_minute(key):
-    from agents.api_keys import LAST_USED_RESOLUTION
+    from agents.access.api_keys import LAST_USED_RESOLUTION
 
     first = authenticate(key).last_used_at  # the row as read, before this use
     used = ApiKey.objects.get().last_used_at
@@ -180,7 +180,7 @@ def test_a_turn_too_long_for_the_model_is_context_length_exceeded_before_anythin
 
 
 def test_the_client_tools_schemas_count_against_the_context(client, key):
-    from agents.api import ApiError, check_context_length, parse_request
+    from agents.openai_api.views import ApiError, check_context_length, parse_request
 
     tiny = ModelProfile.objects.create(name="tiny", context_window=1200, max_output_tokens=200,
                                        reserved_result_tokens=200)  # fmt: skip
@@ -196,14 +196,14 @@ def test_the_client_tools_schemas_count_against_the_context(client, key):
 
 
 def test_a_request_without_model_uses_the_default_model():
-    from agents.api import DEFAULT_MODEL, parse_request
+    from agents.openai_api.views import DEFAULT_MODEL, parse_request
 
     assert parse_request(json.dumps(ask()).encode())["model"] == DEFAULT_MODEL == "toolhub"
     assert parse_request(json.dumps(ask(model=None)).encode())["model"] == "toolhub"
 
 
 def test_tool_results_after_the_user_message_are_a_valid_last_message():
-    from agents.api import parse_request
+    from agents.openai_api.views import parse_request
 
     body = {"messages": [{"role": "user", "content": "weather?"},
                          {"role": "assistant", "content": None, "tool_calls": [weather_call("call_1")]},

@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 from django.urls import URLResolver, get_resolver
 
-from agents import api
-from agents.api_keys import create_api_key
+from agents.access.api_keys import create_api_key
+from agents.openai_api import views as api
 from tests.builders import make_user
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,6 @@
 """/v1 fuzzed from its own OpenAPI description: thousands of requests, no 5xx, every error an OpenAI error object.
 
-Schemathesis turns agents.openapi's document (GENERATION_CAPS below bound its
+Schemathesis turns agents.openai_api.openapi's document (GENERATION_CAPS below bound its
 lists) into Hypothesis strategies per operation: positive cases (valid by the schema: they run real turns with the
 builtin model, in process, Celery eager) and negative ones (each breaks the
 schema somewhere: wrong types, missing fields, odd strings, junk headers). Each
@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.core import NOT_SET
 
-from agents.api_keys import create_api_key
-from agents.openapi import openapi_document
+from agents.access.api_keys import create_api_key
+from agents.openai_api.openapi import openapi_document
 from tests.builders import make_user
 from tests.test_permission_matrix import routes
 

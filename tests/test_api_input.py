@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from agents.api import parse_request
-from agents.api_input import check_chat_request, json_depth
-from agents.api_keys import create_api_key
+from agents.access.api_keys import create_api_key
 from agents.models import Conversation, Turn
+from agents.openai_api.body_limits import check_chat_request, json_depth
+from agents.openai_api.views import parse_request
 from tests.builders import make_user
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""API keys act with their owner's permissions, inside their scopes, on /v1 and on /mcp (agents.access)."""
+"""API keys act with their owner's permissions, inside their scopes, on /v1 and on /mcp (agents.access.abilities)."""
 
 import importlib
 import json
@@ -11,8 +11,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from agents.access import CALL_TOOL, START_TURN, allows
-from agents.api_keys import authenticate, create_api_key
+from agents.access.abilities import CALL_TOOL, START_TURN, allows
+from agents.access.api_keys import authenticate, create_api_key
 from agents.models import ApiKey, Conversation, Turn
 from tests.builders import make_policy, make_tool, make_user
 from tests.mcp_asgi import McpAsgiClient

@@ -7,11 +7,11 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from agents import runtime
-from agents.api_keys import create_api_key
-from agents.approvals import ApprovalClosed, decide_approval, expire_approval
+from agents.access.api_keys import create_api_key
 from agents.models import Conversation, Message, ToolApproval, Turn, TurnEvent
-from agents.turns import create_turn
+from agents.turns import runtime
+from agents.turns.approvals import ApprovalClosed, decide_approval, expire_approval
+from agents.turns.start import create_turn
 from tests.builders import make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("eager_celery")]
@@ -113,7 +113,7 @@ def test_the_end_user_confirms_through_the_api(waiting_turn, client, django_capt
 
 
 def test_cancelling_a_waiting_turn_closes_its_approval_and_answers_the_call(waiting_turn):
-    from agents.cancellation import cancel_turn
+    from agents.turns.cancellation import cancel_turn
 
     assert cancel_turn(turn_id=waiting_turn.pk, user=make_user("op", role="operator"))
 

@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from catalog.bundle import build_bundle, denial_reason
-from catalog.decision import CatalogEntry, PolicyView, RoutingDecision
-from catalog.tokens import count_tokens
+from catalog.models.tokens import count_tokens
+from catalog.policies.bundle import build_bundle, denial_reason
+from catalog.policies.decision import CatalogEntry, PolicyView, RoutingDecision
 
 SCHEMA = {"type": "object", "properties": {"id": {"type": "string"}}}
 OPERATIONS = ["read", "list", "search", "create", "update", "delete", "execute"]

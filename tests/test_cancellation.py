@@ -2,13 +2,13 @@
 
 import pytest
 
-from agents import runtime
-from agents.api_errors import failure_error
-from agents.cancellation import cancel_turn
-from agents.memory import validate_transcript
 from agents.models import Conversation, Message, Turn, TurnEvent
+from agents.openai_api.errors import failure_error
 from agents.providers import ModelChunk, ToolCall
-from agents.turns import create_turn
+from agents.turns import runtime
+from agents.turns.cancellation import cancel_turn
+from agents.turns.memory import validate_transcript
+from agents.turns.start import create_turn
 from tests.builders import make_user
 
 pytestmark = pytest.mark.django_db

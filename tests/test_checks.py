@@ -7,7 +7,7 @@ from django.core.management.base import SystemCheckError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from catalog.checks import tool_schemas_fit_the_token_gate, tools_await_a_policy, tools_have_a_decided_policy
+from catalog.policies.checks import tool_schemas_fit_the_token_gate, tools_await_a_policy, tools_have_a_decided_policy
 from tests import migrated_db
 from tests.builders import make_policy, make_tool
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from agents.client_tools import (
+from agents.turns.client_tools import (
     ClientToolError,
     ClientTools,
     check_name_conflicts,

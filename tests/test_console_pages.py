@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from agents.models import Conversation, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
-from agents.turns import create_turn
-from agents.workflows import start_workflow
+from agents.turns.start import create_turn
+from agents.turns.workflows import start_workflow
 from tests.builders import make_user
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +43,7 @@ def test_a_viewer_sees_no_chat_form_and_cannot_post_one(client):
 
 
 def turn_thread(turn_id: int) -> threading.Thread:
-    """The thread agents.turns.start_in_background runs the turn in (eager Celery: the embedded default)."""
+    """The thread agents.turns.dispatch.start_in_background runs the turn in (eager Celery: the embedded default)."""
     (thread,) = [thread for thread in threading.enumerate() if thread.name == f"turn-{turn_id}"]
     return thread
 
@@ -82,7 +82,7 @@ def test_the_console_answers_before_the_turn_runs_and_send_waits_for_it(
     """Eager Celery would run the turn inside the POST (3 s on the builtin model, a real model's whole answer):
     the console answers first, the page it leads to streams the turn, and its Send stays disabled meanwhile."""
     gate, ran = threading.Event(), []
-    monkeypatch.setattr("agents.runtime.run_turn", lambda turn_id: (gate.wait(10), ran.append(turn_id)))
+    monkeypatch.setattr("agents.turns.runtime.run_turn", lambda turn_id: (gate.wait(10), ran.append(turn_id)))
     operator = make_user("operator", role="operator")
     client.force_login(operator)
     if new_conversation:

@@ -1,5 +1,5 @@
 """Console WebSockets: refused without login or permission; history first, then live, never a gap or a duplicate;
-each process follows the console group once and fans every event out to its own sockets (agents/fanout.py)."""
+each process follows the console group once and fans every event out to its own sockets (agents/console/fanout.py)."""
 
 import asyncio
 import re
@@ -14,13 +14,14 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.db import connections
 
-from agents import console, consumers, fanout, overview
-from agents.consumers import FORBIDDEN
-from agents.events import CONSOLE_GROUP, MESSAGE_TYPE, emit, serialize
-from agents.fanout import LOST, FanoutLost, GroupFanout, console_fanout
+from agents.console import consumers, fanout, overview
+from agents.console import fragments as console
+from agents.console.consumers import FORBIDDEN
+from agents.console.fanout import LOST, FanoutLost, GroupFanout, console_fanout
+from agents.console.websocket_urls import websocket_urlpatterns
 from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
-from agents.routing import websocket_urlpatterns
-from agents.turns import create_turn
+from agents.turns.events import CONSOLE_GROUP, MESSAGE_TYPE, emit, serialize
+from agents.turns.start import create_turn
 from tests.builders import make_user
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -155,7 +156,7 @@ async def test_a_gap_in_live_events_is_filled_from_the_store_in_order(communicat
 
 
 async def test_events_that_queue_while_a_socket_draws_go_out_in_its_next_frame_in_order(communicator, monkeypatch):
-    from agents import consumers
+    from agents.console import consumers
 
     drawing = consumers.event_fragment
 

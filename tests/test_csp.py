@@ -9,7 +9,7 @@ import re
 import pytest
 from django.test import override_settings
 
-from agents.api_keys import create_api_key
+from agents.access.api_keys import create_api_key
 from agents.models import Conversation, Turn, TurnEvent
 from tests.builders import make_user
 from tests.test_permission_matrix import RULES, make_objects, make_principals

@@ -8,9 +8,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import RoutingLog
-from catalog import urls as catalog_urls
 from catalog.models import Domain, KnowledgeSnippet, McpServer, PolicyVersion, ToolExample
-from catalog.policies import record_policy_version
+from catalog.policies.versions import record_policy_version
+from catalog.web import urls as catalog_urls
 from tests.builders import make_policy, make_tool, make_user
 
 pytestmark = pytest.mark.django_db

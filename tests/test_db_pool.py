@@ -5,8 +5,8 @@ from django.db import OperationalError
 from django.test import Client
 from psycopg_pool import PoolTimeout
 
-from agents import api
-from agents.api_keys import create_api_key
+from agents.access.api_keys import create_api_key
+from agents.openai_api import views as api
 from tests.builders import make_user
 from tests.test_settings import run_python
 

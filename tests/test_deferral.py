@@ -16,8 +16,8 @@ import itertools
 
 import pytest
 
-from catalog.deferral import is_deferred
 from catalog.models import Tool
+from catalog.policies.deferral import is_deferred
 
 # (name, always_load, is_mcp, should_defer, expected is_deferred)
 TABLE = [

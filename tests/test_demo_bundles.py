@@ -2,8 +2,8 @@
 
 import pytest
 
-from catalog.bundle import build_bundle
-from catalog.decision import RoutingDecision, load_catalog
+from catalog.policies.bundle import build_bundle
+from catalog.policies.decision import RoutingDecision, load_catalog
 
 TYPICAL = [
     ("answer", {"general"}, ["calculate"]),

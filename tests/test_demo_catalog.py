@@ -6,9 +6,10 @@ import pytest
 from django.core.management import call_command
 
 from agents.models import ModelProfile
-from catalog.demo_catalog import load_demo_catalog
+from catalog.knowledge.selectors import stale_snippets
 from catalog.models import KnowledgeSnippet, PolicyVersion, Tool, ToolPolicy
-from catalog.selectors import stale_snippets, tools_needing_policy
+from catalog.policies.selectors import tools_needing_policy
+from demo.catalog import load_demo_catalog
 
 SEED_TOOLS = [
     "calculate", "get_current_time", "get_current_date", "web_search", "dns_lookup",
@@ -95,7 +96,7 @@ def test_setup_demo_creates_profiles_and_an_operator_once(db, tmp_path, settings
 
 def test_every_demo_tool_passes_the_schema_token_gate(demo_catalog, settings):
     """The demo passes its own gate (catalog.W001): no tool's definition is over TOOLHUB_MAX_TOOL_SCHEMA_TOKENS."""
-    from catalog.checks import tool_schemas_fit_the_token_gate
+    from catalog.policies.checks import tool_schemas_fit_the_token_gate
 
     cap = settings.TOOLHUB_MAX_TOOL_SCHEMA_TOKENS
     oversized = {t.name: t.schema_tokens for t in Tool.objects.filter(enabled=True) if t.schema_tokens > cap}

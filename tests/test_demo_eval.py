@@ -6,8 +6,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from agents.demo_eval import domain_cases, judge
 from agents.models import Conversation, Turn
+from bench.demo_eval import domain_cases, judge
 
 BALANCE = {"type": "object", "required": ["member_id"], "additionalProperties": False,
            "properties": {"member_id": {"type": "string", "pattern": "^mem_[a-z0-9]{8,}$"}}}  # fmt: skip

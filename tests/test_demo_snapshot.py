@@ -4,9 +4,9 @@ import pytest
 from django.apps import apps
 from django.db import models, transaction
 
-from catalog import embeddings
-from catalog.demo_catalog import load_demo_catalog
 from catalog.models import CatalogState, Tool
+from catalog.search import embeddings
+from demo.catalog import load_demo_catalog
 from tests import demo_snapshot
 from tests.builders import make_tool
 from tests.test_search import bag_of_words_embedder

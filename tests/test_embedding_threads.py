@@ -3,8 +3,8 @@
 import ctypes
 import shutil
 
-from catalog import embeddings
-from catalog.e5engine import build as e5engine_build
+from catalog.search import embeddings
+from catalog.search.e5engine import build as e5engine_build
 
 
 def _global_openmp():

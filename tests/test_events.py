@@ -5,10 +5,10 @@ import threading
 
 import pytest
 
-from agents import events
-from agents.events import CONSOLE_GROUP, emit
 from agents.models import Conversation
-from agents.turns import create_turn
+from agents.turns import events
+from agents.turns.events import CONSOLE_GROUP, emit
+from agents.turns.start import create_turn
 from tests.builders import make_user
 
 

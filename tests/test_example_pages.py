@@ -2,8 +2,8 @@
 
 import pytest
 
-from catalog.examples import add_example
 from catalog.models import ToolExample
+from catalog.search.tool_examples import add_example
 from tests.builders import make_policy, make_tool, make_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("counted_embedder")]

@@ -8,12 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agents.router import StewardContext, analyze
-from agents.tool_calls import run_tool_search
-from catalog import search as catalog_search
-from catalog.bundle import build_bundle
-from catalog.examples import ExampleRefused, add_example, edit_example, set_approved
+from agents.turns.tool_calls import run_tool_search
 from catalog.models import CatalogState, ToolExample, ToolPolicy
-from catalog.search_index import ExampleDocument, ToolSearchIndex
+from catalog.policies.bundle import build_bundle
+from catalog.search import service as catalog_search
+from catalog.search.index import ExampleDocument, ToolSearchIndex
+from catalog.search.tool_examples import ExampleRefused, add_example, edit_example, set_approved
 from tests.builders import make_policy, make_tool, make_user
 from tests.test_search import CATALOG, NAMES, bag_of_words_embedder, queries
 

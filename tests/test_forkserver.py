@@ -53,13 +53,13 @@ def test_a_launched_server_answers_on_the_launchers_pipes_and_its_end_is_the_lau
 
 
 def test_a_server_that_fails_exits_the_launcher_with_its_code_and_its_words_on_stderr():
-    process = launch("-m", "demo_mcp.loyalty_server", "--db", os.devnull, "--no-such-option")
+    process = launch("-m", "demo.loyalty_mcp.server", "--db", os.devnull, "--no-such-option")
     _, stderr = process.communicate(timeout=10)
     assert process.returncode == 2  # argparse's exit code for a bad option
     assert stderr.decode().splitlines() == [
-        "usage: python -m demo_mcp.loyalty_server [-h] --db DB [--http HOST:PORT]",
+        "usage: python -m demo.loyalty_mcp.server [-h] --db DB [--http HOST:PORT]",
         *stderr.decode().splitlines()[1:-1],
-        "python -m demo_mcp.loyalty_server: error: unrecognized arguments: --no-such-option",
+        "python -m demo.loyalty_mcp.server: error: unrecognized arguments: --no-such-option",
     ]
 
 

@@ -6,12 +6,10 @@ import pytest
 from django.core import signing
 from django.utils import timezone
 
-from agents import runtime
 from agents.models import Conversation, RoutingLog
-from agents.turns import create_turn
-from catalog import embeddings
-from catalog.decision import RoutingDecision
-from catalog.knowledge import (
+from agents.turns import runtime
+from agents.turns.start import create_turn
+from catalog.knowledge.registry import (
     DiffPart,
     current_snippets,
     mark_reviewed,
@@ -23,9 +21,11 @@ from catalog.knowledge import (
     undo_review,
     word_diff,
 )
+from catalog.knowledge.selectors import stale_snippets
 from catalog.models import Domain, KnowledgeSnippet
-from catalog.selectors import stale_snippets
-from catalog.tokens import count_tokens
+from catalog.models.tokens import count_tokens
+from catalog.policies.decision import RoutingDecision
+from catalog.search import embeddings
 from tests.builders import make_user
 
 pytestmark = pytest.mark.django_db
@@ -181,7 +181,7 @@ def test_a_turn_flags_stale_knowledge_in_its_routing_log(demo_catalog):
     assert log.knowledge and all(item["stale"] for item in log.knowledge)
 
 
-# The demo snippets (catalog/demo/knowledge.py), the real dense model, requests written for these tests.
+# The demo snippets (demo/data/knowledge.py), the real dense model, requests written for these tests.
 POINTS = "Points earning and expiry policy"
 ERASURE = "Erasure requests"
 MEMBERS = ("loyalty", "members")

@@ -2,10 +2,10 @@
 
 import pytest
 
-from agents import runtime
-from agents.learning import learn_from_turn, tools_that_served
 from agents.models import Conversation, RoutingLog, ToolApproval, Turn, TurnEvent
-from agents.turns import create_turn
+from agents.turns import runtime
+from agents.turns.learning import learn_from_turn, tools_that_served
+from agents.turns.start import create_turn
 from catalog.models import CatalogState, ToolExample
 from tests.builders import make_policy, make_tool, make_user
 

@@ -17,12 +17,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from catalog import mcp_client
-from catalog.demo.loyalty import loyalty_tools
-from catalog.mcp_client import McpServerUnavailable, acall_tool, call_tool, list_tools
-from catalog.mcp_sync import SCHEMA_CHANGED_NOTE, server_for_tool, sync_server
+from catalog.mcp_client import client as mcp_client
+from catalog.mcp_client.client import McpServerUnavailable, acall_tool, call_tool, list_tools
+from catalog.mcp_client.sync import SCHEMA_CHANGED_NOTE, server_for_tool, sync_server
 from catalog.models import CatalogState, McpServer, Tool, ToolPolicy
-from catalog.tokens import canonical_json
+from catalog.models.tokens import canonical_json
+from demo.data.loyalty import loyalty_tools
 from tests import forkserver
 from tests.builders import make_policy
 
@@ -38,7 +38,7 @@ def _close_connections():
 
 
 def demo_server(tmp_path, *extra_args, name="loyalty") -> McpServer:
-    args = ["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3"), *extra_args]
+    args = ["-m", "demo.loyalty_mcp.server", "--db", str(tmp_path / "loyalty.sqlite3"), *extra_args]
     return McpServer.objects.create(name=name, command=sys.executable, args=args)
 
 
@@ -343,7 +343,7 @@ def test_streamable_http_transport(tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    args = ["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "l.sqlite3"), "--http", f"127.0.0.1:{port}"]
+    args = ["-m", "demo.loyalty_mcp.server", "--db", str(tmp_path / "l.sqlite3"), "--http", f"127.0.0.1:{port}"]
     process = subprocess.Popen(forkserver.command(args), cwd=settings.BASE_DIR, stderr=subprocess.DEVNULL)
     try:
         _wait_for_port(port, process)
@@ -403,7 +403,7 @@ def test_admin_action_syncs_the_selected_servers(tmp_path, admin_client):
 
 @pytest.mark.asyncio
 async def test_async_callers_await_the_call(tmp_path):
-    args = ["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3")]
+    args = ["-m", "demo.loyalty_mcp.server", "--db", str(tmp_path / "loyalty.sqlite3")]
     server = McpServer(name="loyalty-async", command=sys.executable, args=args)  # calls never read the database
 
     result = await acall_tool(server, "get_reward_stock", {"reward_id": "rwd_coffee01"})
@@ -431,7 +431,7 @@ def test_a_tool_with_a_malformed_schema_is_rejected_with_the_reason_and_the_othe
 
 
 def test_notifications_nobody_asked_for_are_logged_once_each_and_change_nothing(caplog):
-    import agents.mcp_subscriptions  # noqa: F401 - its listener hears every update; one nobody subscribed to is unasked
+    import agents.mcp_gateway.subscriptions  # noqa: F401 - its listener hears every update; one nobody subscribed to is unasked
 
     server = McpServer.objects.create(
         name="chatty", command=sys.executable, args=["-m", "tests.generated_mcp_server", "--tools", "1", "--chatty"]
@@ -439,13 +439,13 @@ def test_notifications_nobody_asked_for_are_logged_once_each_and_change_nothing(
     assert sync_server(server).ok
     version = CatalogState.objects.get().version
 
-    with caplog.at_level("WARNING", logger="catalog.mcp_client"):
+    with caplog.at_level("WARNING", logger="catalog.mcp_client.client"):
         results = [call_tool(server, "gen_tool_0001", {"q": f"call {n}"}) for n in range(3)]
 
         assert [json.loads(result.content)["arguments"]["q"] for result in results] == ["call 0", "call 1", "call 2"]
 
         def warnings():
-            return sorted(r.getMessage() for r in caplog.records if r.name == "catalog.mcp_client")
+            return sorted(r.getMessage() for r in caplog.records if r.name == "catalog.mcp_client.client")
 
         # Notifications are handled on the client's loop, not in step with the answers the caller gets back
         # (on a loaded host the four were once not all logged yet when the calls returned): wait for them, then

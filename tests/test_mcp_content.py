@@ -5,12 +5,12 @@ import sys
 
 import pytest
 
-from agents import runtime
 from agents.models import Conversation, Message, TurnEvent
-from agents.turns import create_turn
-from catalog import mcp_client
-from catalog.mcp_content import model_text, summary
-from catalog.mcp_sync import sync_server
+from agents.turns import runtime
+from agents.turns.start import create_turn
+from catalog.mcp_client import client as mcp_client
+from catalog.mcp_client.content import model_text, summary
+from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer, Tool
 from tests.builders import make_policy, make_user
 from tests.generated_mcp_server import CONTENT_TOOLS, PNG, WAV
@@ -103,7 +103,7 @@ def test_the_console_shows_images_and_audio_and_resources_whole(content_turn, cl
 
 
 def test_a_block_that_could_run_in_the_page_is_not_shown_as_media():
-    from agents.console import shown_block
+    from agents.console.fragments import shown_block
 
     hostile = {"type": "image", "mimeType": "text/html", "data": "PHNjcmlwdD4="}
     assert shown_block(hostile)["kind"] == "unshown"

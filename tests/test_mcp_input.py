@@ -1,5 +1,6 @@
 """POST /mcp refuses oversized, malformed, too deep, too large batch and unstorable bodies with a JSON-RPC error
-(agents.mcp_input), before the SDK parses them, and a database pool with no connection in time is a 503."""
+(agents.mcp_gateway.body_limits), before the SDK parses them, and a database pool with no connection in time is a
+503."""
 
 import json
 
@@ -8,8 +9,8 @@ import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.db import OperationalError
 
-from agents import mcp_server
-from agents.mcp_input import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
+from agents.mcp_gateway import server as mcp_server
+from agents.mcp_gateway.body_limits import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from tests.builders import make_policy, make_tool, make_user
 from tests.mcp_asgi import McpAsgiClient, asgi_call
 
@@ -20,7 +21,7 @@ CALC_SCHEMA = {"type": "object", "properties": {"expression": {"type": "string"}
 
 @sync_to_async
 def operator_key() -> str:
-    from agents.api_keys import create_api_key
+    from agents.access.api_keys import create_api_key
 
     make_policy(make_tool("calculate", input_schema=CALC_SCHEMA, always_load=True))
     return create_api_key(user=make_user("mcp-operator", role="operator"), name="mcp")[1]

@@ -11,14 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agents.providers import ToolCall
-from agents.tool_calls import execute
-from catalog import mcp_client
-from catalog.bundle import build_bundle
-from catalog.decision import RoutingDecision, load_catalog
-from catalog.mcp_names import MCP_TOOL_NAME, plain_name, prefixed_name
-from catalog.mcp_sync import sync_server
+from agents.turns.tool_calls import execute
+from catalog.mcp_client import client as mcp_client
+from catalog.mcp_client.names import MCP_TOOL_NAME, plain_name, prefixed_name
+from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer, Tool, ToolExample, ToolPolicy
-from catalog.schemas import MCP_PREFIX_PATTERN, TOOL_NAME_PATTERN
+from catalog.models.schemas import MCP_PREFIX_PATTERN, TOOL_NAME_PATTERN
+from catalog.policies.bundle import build_bundle
+from catalog.policies.decision import RoutingDecision, load_catalog
 from tests.builders import make_policy, make_tool, make_user
 
 pytestmark = pytest.mark.django_db

@@ -13,12 +13,13 @@ import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.db import connections
 
-from agents import mcp_resources, mcp_subscriptions
-from agents.api_keys import create_api_key
-from agents.mcp_server import McpEndpoint
+from agents.access.api_keys import create_api_key
+from agents.mcp_gateway import resources as mcp_resources
+from agents.mcp_gateway import subscriptions as mcp_subscriptions
+from agents.mcp_gateway.server import McpEndpoint
 from agents.models import ApiKey
-from catalog import mcp_client
-from catalog.mcp_sync import sync_server
+from catalog.mcp_client import client as mcp_client
+from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer, Tool, ToolPolicy
 from tests.builders import make_policy, make_tool, make_user
 from tests.generated_mcp_server import PNG

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 
 from catalog.models import McpServer
-from catalog.secrets import SecretUnreadable
+from catalog.models.secrets import SecretUnreadable
 
 pytestmark = pytest.mark.django_db
 TOKEN = "sk-live-very-secret-token"

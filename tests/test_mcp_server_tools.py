@@ -8,14 +8,14 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from agents.api_keys import create_api_key
-from agents.mcp_found import found_tools, remember_found
-from agents.mcp_server import NEUTRAL, McpEndpoint, ToolRefused, call, call_result, path_router, session_tools
+from agents.access.api_keys import create_api_key
+from agents.mcp_gateway.found_tools import found_tools, remember_found
+from agents.mcp_gateway.server import NEUTRAL, McpEndpoint, ToolRefused, call, call_result, path_router, session_tools
 from agents.models import McpFoundTool
-from agents.tool_calls import CallOutcome
-from catalog.decision import RoutingDecision
-from catalog.mcp_content import wire_result
+from agents.turns.tool_calls import CallOutcome
+from catalog.mcp_client.content import wire_result
 from catalog.models import ToolPolicy
+from catalog.policies.decision import RoutingDecision
 from tests.builders import make_policy, make_tool, make_user
 from tests.mcp_asgi import McpAsgiClient
 

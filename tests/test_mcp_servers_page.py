@@ -6,7 +6,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from catalog import mcp_client, mcp_sync
+from catalog.mcp_client import client as mcp_client
+from catalog.mcp_client import sync as mcp_sync
 from catalog.models import McpServer, Tool
 from catalog.tasks import sync_mcp_server
 from tests.builders import make_policy, make_user

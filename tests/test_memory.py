@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from agents.memory import (
+from agents.models import ModelProfile
+from agents.turns.memory import (
     MESSAGE_OVERHEAD_TOKENS,
     REPLY_PRIMING_TOKENS,
     BudgetExceeded,
@@ -22,8 +23,7 @@ from agents.memory import (
     split_turns,
     validate_transcript,
 )
-from agents.models import ModelProfile
-from catalog.tokens import count_json_tokens, count_tokens
+from catalog.models.tokens import count_json_tokens, count_tokens
 
 # --- small builders ------------------------------------------------------------------------------
 

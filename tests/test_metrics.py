@@ -8,10 +8,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from agents.metrics import DEFAULT_QUALITY_WINDOW, percentile, quality_window, routing_metrics
+from agents.console.metrics import DEFAULT_QUALITY_WINDOW, percentile, quality_window, routing_metrics
 from agents.models import RoutingLog
 from agents.router import analyze
-from agents.routing_log import record_analysis, record_outcome
+from agents.turns.routing_log import record_analysis, record_outcome
 
 pytestmark = pytest.mark.django_db
 

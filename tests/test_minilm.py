@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2 on numpy (catalog/minilm.py) gives the model's own vectors.
+"""all-MiniLM-L6-v2 on numpy (catalog/search/minilm.py) gives the model's own vectors.
 
 tests/data/minilm_reference.npz holds texts and the vectors the reference implementation gave them (transformers'
 BertModel on torch, each text alone, mean-pooled and normalised: what tool search ran before), recorded once:
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from catalog import embeddings
+from catalog.search import embeddings
 
 REFERENCE = np.load(Path(__file__).parent / "data" / "minilm_reference.npz")
 

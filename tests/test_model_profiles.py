@@ -10,11 +10,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
-from agents import runtime
-from agents.api import open_turn, parse_request, served_model
-from agents.api_keys import create_api_key
+from agents.access.api_keys import create_api_key
 from agents.models import ModelProfile, Turn, TurnEvent
+from agents.openai_api.views import open_turn, parse_request, served_model
 from agents.providers import BUILTIN_MODEL_ID, upstream_of
+from agents.turns import runtime
 from tests.builders import make_user
 from tests.scripted_openai import ScriptedOpenAI
 
@@ -179,7 +179,7 @@ def test_the_admin_edits_a_profiles_upstream_fields(admin_client):
 
 
 def test_the_console_offers_each_profile_with_the_model_it_calls(two_servers):
-    from agents.forms import ChatForm
+    from agents.console.forms import ChatForm
 
     small, _ = two_servers
     profile("chat-small", upstream_model="qwen2.5:7b-instruct", base_url=small.base_url)

@@ -1,5 +1,6 @@
 """OAuth 2.1 for /mcp: metadata, client registration, the code + PKCE flow through toolhub's login and consent, and
-/mcp with the access token it gives (agents.oauth, agents.oauth_views, agents.credentials)."""
+/mcp with the access token it gives (agents.mcp_gateway.oauth, agents.mcp_gateway.oauth_views,
+agents.mcp_gateway.credentials)."""
 
 import base64
 import datetime

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.management.commands.setup_demo import served_url
+from demo.management.commands.setup_demo import served_url
 from tests.test_settings import SCALED_ENV_VARS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,13 +5,13 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from agents import charts
-from agents.budget import token_budget
-from agents.charts import bar_chart, line_chart, nice_ticks
-from agents.metrics import live_counters, recent_latencies, tokens_saved_total, turns_per_minute
+from agents.console import charts
+from agents.console.charts import bar_chart, line_chart, nice_ticks
+from agents.console.metrics import live_counters, recent_latencies, tokens_saved_total, turns_per_minute
 from agents.models import Conversation, ModelProfile, RoutingLog, Turn
-from catalog.knowledge import knowledge_section
-from catalog.tokens import count_tokens
+from agents.turns.budget import token_budget
+from catalog.knowledge.registry import knowledge_section
+from catalog.models.tokens import count_tokens
 from tests.builders import make_user
 
 DECISION = {"action": "answer", "domains": [], "confidence": 0.9, "phase": "", "side_query": False}

@@ -1,6 +1,6 @@
 """Who gets what from every endpoint: the matrix is generated from the URL resolver, the WebSocket routes and /mcp.
 
-For each route of `django.urls.get_resolver()` (and of agents.routing's
+For each route of `django.urls.get_resolver()` (and of agents.console.websocket_urls's
 WebSocket routes) a rule below says the status each principal gets for GET
 and for POST: anonymous, a user with no role, viewer, operator, admin (the
 roles of toolhub.roles) and a superuser (staff, for the admin site). /v1
@@ -32,12 +32,12 @@ from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
-from agents.api_keys import create_api_key
-from agents.consumers import FORBIDDEN
+from agents.access.api_keys import create_api_key
+from agents.console.consumers import FORBIDDEN
+from agents.console.websocket_urls import websocket_urlpatterns
 from agents.models import ApiKey, Conversation, RoutingLog, ToolApproval, Turn, Workflow
-from agents.routing import websocket_urlpatterns
 from catalog.models import Domain, KnowledgeSnippet, McpServer, ToolExample
-from catalog.policies import record_policy_version
+from catalog.policies.versions import record_policy_version
 from tests.builders import FAST_PASSWORD_HASHERS, make_policy, make_tool, make_user
 from tests.mcp_asgi import McpAsgiClient
 
@@ -173,7 +173,8 @@ RULES = {
         "/v1/approvals/{approval}",
         {"GET": everyone(405), "POST": needs("operator", 409, anonymous=401)},
     ),
-    # OAuth for /mcp (agents.oauth_urls): public metadata and token endpoints (a probe without a client gets the
+    # OAuth for /mcp (agents.mcp_gateway.oauth_urls): public metadata and token endpoints (a probe without a client
+    # gets the
     # library's 400), client registration (an empty body is refused metadata), consent for a signed-in user only.
     ".well-known/oauth-authorization-server": (
         "/.well-known/oauth-authorization-server",

@@ -5,9 +5,9 @@ import re
 import pytest
 
 from agents.models import RoutingLog
-from catalog.decision import RoutingDecision, load_catalog
 from catalog.models import Domain, PolicyVersion, ToolPolicy
-from catalog.policies import CallStatus, Replay, simulate_policy, snapshot, summarize_simulation
+from catalog.policies.decision import RoutingDecision, load_catalog
+from catalog.policies.versions import CallStatus, Replay, simulate_policy, snapshot, summarize_simulation
 from tests.builders import make_policy, make_tool, make_user
 
 pytestmark = pytest.mark.django_db

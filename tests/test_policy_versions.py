@@ -3,7 +3,7 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from catalog.policies import record_policy_version, rollback_policy
+from catalog.policies.versions import record_policy_version, rollback_policy
 from tests.builders import make_policy, make_tool, make_user
 
 

@@ -8,13 +8,13 @@ import sys
 import pytest
 from django.utils import timezone
 
-from agents import runtime
 from agents.models import Conversation, Message, ToolApproval, Turn, Workflow
 from agents.providers import TurnHints
-from agents.providers.arguments import Request, fill_arguments
-from agents.providers.builtin import BuiltinProvider
-from agents.turns import create_turn
-from catalog.mcp_sync import sync_server
+from agents.providers.builtin.arguments import Request, fill_arguments
+from agents.providers.builtin.model import BuiltinProvider
+from agents.turns import runtime
+from agents.turns.start import create_turn
+from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer
 from tests.builders import make_user
 
@@ -233,7 +233,7 @@ def test_a_turn_asks_then_the_reply_runs_the_tool_it_asked_about(builtin_convers
 def test_the_staged_rule_flow_is_walked_with_the_builtin_model_up_to_its_approval(builtin_conversation, tmp_path):
     server = McpServer.objects.create(
         name="loyalty", command=sys.executable,
-        args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3")],
+        args=["-m", "demo.loyalty_mcp.server", "--db", str(tmp_path / "loyalty.sqlite3")],
     )  # fmt: skip
     assert sync_server(server).ok
     run(builtin_conversation, "Create a rule for campaign cmp_bday0001 named 'Birthday triple points'")

@@ -5,8 +5,8 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents.api_keys import create_api_key
-from agents.mcp_access import RATE_LIMITED
+from agents.access.api_keys import create_api_key
+from agents.mcp_gateway.access import RATE_LIMITED
 from agents.models import Turn
 from tests.builders import make_user
 from tests.mcp_asgi import McpAsgiClient

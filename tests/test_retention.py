@@ -10,9 +10,9 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.test import override_settings
 
-from agents.metrics import tokens_saved_total, turns_total
+from agents.console.metrics import tokens_saved_total, turns_total
 from agents.models import Conversation, Message, RetentionDay, RetentionRun, RoutingLog, Turn, TurnEvent, Workflow
-from agents.retention import apply_retention, expired_loose_messages, expired_turns
+from agents.turns.retention import apply_retention, expired_loose_messages, expired_turns
 from tests.builders import NOW, OLD, at_once, make_old_turns, make_turn, make_user
 
 pytestmark = pytest.mark.django_db

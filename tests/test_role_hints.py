@@ -8,8 +8,8 @@ from django.contrib.auth.models import Group, Permission
 from django.utils import timezone
 
 from agents.models import Conversation, ToolApproval, Turn, TurnEvent
-from agents.turns import create_turn
-from agents.workflows import start_workflow
+from agents.turns.start import create_turn
+from agents.turns.workflows import start_workflow
 from catalog.models import Domain, KnowledgeSnippet, McpServer
 from tests.builders import make_policy, make_tool, make_user
 from toolhub.roles import ADMIN, APPS, OPERATOR, VIEWER, ensure_groups, role_needed

@@ -5,8 +5,8 @@ from io import StringIO
 
 from django.core.management import call_command
 
-from agents.evaluation import scaled_catalog
-from catalog import embeddings
+from bench.evaluation import scaled_catalog
+from catalog.search import embeddings
 from tests.test_search import bag_of_words_embedder
 
 PUBLIC = [

@@ -5,7 +5,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from agents.evaluation import (
+from bench.evaluation import (
     BenchQuery,
     lenient_recall_at_k,
     load_catalog,
@@ -16,7 +16,7 @@ from agents.evaluation import (
     split_by_id,
     summarize,
 )
-from catalog import embeddings
+from catalog.search import embeddings
 from tests.test_search import bag_of_words_embedder
 
 

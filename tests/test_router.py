@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 
 from agents.models import ActionWord, IntentExample
-from agents.router import ConversationState, StewardContext, analyze, calibration, steward
-from agents.router.examples import ExampleIndex, Label
+from agents.router import ConversationState, StewardContext, analyze, calibration
+from agents.router import rules as steward
 from agents.router.fusion import Evidence, fuse, segments
 from agents.router.lexicon import Hits
-from catalog import embeddings
-from catalog.bundle import allowed_names, build_bundle
-from catalog.decision import RoutingDecision, load_catalog
+from agents.router.nearest_examples import ExampleIndex, Label
 from catalog.models import Action
+from catalog.policies.bundle import allowed_names, build_bundle
+from catalog.policies.decision import RoutingDecision, load_catalog
+from catalog.search import embeddings
 
 pytestmark = pytest.mark.django_db
 
@@ -389,8 +390,8 @@ def test_a_bin_with_wrong_writes_pooled_with_a_good_one_stays_below_the_gate():
 
 
 def test_a_process_starting_later_embeds_no_example_again(monkeypatch, settings):
-    from agents.router.examples import load_examples
-    from catalog import embeddings
+    from agents.router.nearest_examples import load_examples
+    from catalog.search import embeddings
 
     settings.TOOLHUB_VECTOR_CACHE = ""  # the database alone must hold them
 

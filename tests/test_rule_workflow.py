@@ -5,16 +5,17 @@ import sys
 
 import pytest
 
-from agents import runtime
-from agents.approvals import decide_approval
-from agents.flows import flow_to_start, returned_ids
 from agents.models import Conversation, Message, RoutingLog, ToolApproval, Turn, TurnEvent, Workflow
-from agents.turns import create_turn
-from agents.workflows import advance_workflow
-from catalog.decision import RoutingDecision
-from catalog.mcp_client import call_tool
-from catalog.mcp_sync import sync_server
+from agents.turns import runtime
+from agents.turns.approvals import decide_approval
+from agents.turns.staged_flows import returned_ids
+from agents.turns.start import create_turn
+from agents.turns.workflows import advance_workflow
+from catalog.mcp_client.client import call_tool
+from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer
+from catalog.policies.decision import RoutingDecision
+from catalog.policies.flows import flow_to_start
 from tests.builders import make_user
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +28,7 @@ CRITERIA = {"all_of": [{"any_of": [{"field": "birthday_month", "operator": "eq",
 def loyalty(tmp_path, demo_catalog):
     server = McpServer.objects.create(
         name="loyalty", command=sys.executable,
-        args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3")],
+        args=["-m", "demo.loyalty_mcp.server", "--db", str(tmp_path / "loyalty.sqlite3")],
     )  # fmt: skip
     assert sync_server(server).ok
     return server
@@ -189,17 +190,17 @@ def test_a_step_racing_another_writer_is_refused_and_the_user_is_asked_to_retry(
         {"content": "Sorry, please retry."},
     ]
 
-    original = runtime.flows.advance_after
+    original = runtime.staged_flows.advance_after
 
     def another_writer_first(step, stale, content):
         advance_workflow(workflow_id=stale.pk, expected_version=stale.version, state_changes={"note": "other tab"})
         return original(step, stale, content)
 
-    runtime.flows.advance_after = another_writer_first
+    runtime.staged_flows.advance_after = another_writer_first
     try:
         turn = run(conversation, "priority 10")
     finally:
-        runtime.flows.advance_after = original
+        runtime.staged_flows.advance_after = original
 
     (result,) = tool_results(turn)
     assert "is at version 2, not 1" in result["error"]

@@ -4,13 +4,12 @@ import sys
 
 import pytest
 
-from agents import runtime
-from agents.events import TOOL_EXECUTION_PHASE
-from agents.memory import validate_transcript
-from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
+from agents.models import TOOL_EXECUTION_PHASE, Conversation, Message, RoutingLog, Turn, TurnEvent
 from agents.tools import web
-from agents.turns import create_turn
-from catalog.mcp_sync import sync_server
+from agents.turns import runtime
+from agents.turns.memory import validate_transcript
+from agents.turns.start import create_turn
+from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer
 from tests.builders import make_user
 
@@ -225,13 +224,13 @@ def test_model_server_failure_fails_the_turn_visibly(conversation, scripted_mode
 def test_a_turn_failed_mid_tool_call_leaves_a_conversation_whose_next_turn_runs(conversation, scripted_model):
     """The worker died while a tool ran (the watchdog fails the turn): its call gets a result saying so, so the
     next turn's transcript is valid and its model knows the call may have run."""
-    from agents import watchdog
-    from agents.events import FailureReason
+    from agents.turns import lifecycle, watchdog
+    from agents.turns.events import FailureReason
 
     turn = create_turn(conversation, "transfer 100 points from M-1 to M-2")
     call = {"id": "call_1", "type": "function", "function": {"name": "transfer_points", "arguments": "{}"}}
     Message.objects.create(conversation=conversation, turn=turn, role=Message.Role.ASSISTANT, tool_calls=[call])
-    assert watchdog.fail_turn(turn.pk, FailureReason.WORKER_LOST, watchdog.FAILURES[FailureReason.WORKER_LOST])
+    assert lifecycle.fail_turn(turn.pk, FailureReason.WORKER_LOST, watchdog.FAILURES[FailureReason.WORKER_LOST])
 
     (answered,) = tool_messages(turn)
     assert "may or may not have taken effect" in answered and "worker" in answered
@@ -281,7 +280,7 @@ def test_with_embeddings_off_tool_search_says_it_ran_keyword_only(conversation, 
 def test_a_deferred_mcp_tool_runs_on_the_demo_mcp_server(conversation, scripted_model, tmp_path):
     server = McpServer.objects.create(
         name="loyalty", transport="stdio", command=sys.executable,
-        args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3")],
+        args=["-m", "demo.loyalty_mcp.server", "--db", str(tmp_path / "loyalty.sqlite3")],
     )  # fmt: skip
     assert sync_server(server).ok
     scripted_model.steps = [
@@ -300,7 +299,7 @@ def test_an_mcp_server_crashing_mid_call_gives_a_tool_error_and_a_status_and_the
 ):
     server = McpServer.objects.create(
         name="loyalty", transport="stdio", command=sys.executable,
-        args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3"),
+        args=["-m", "demo.loyalty_mcp.server", "--db", str(tmp_path / "loyalty.sqlite3"),
               "--test-crash-on", "list_campaigns"],
     )  # fmt: skip
     assert sync_server(server).ok

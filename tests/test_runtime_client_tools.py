@@ -5,12 +5,12 @@ import json
 import pytest
 from django.contrib.auth.models import User
 
-from agents import runtime
-from agents.api import open_turn, parse_request
-from agents.console import event_item
+from agents.console.fragments import event_item
 from agents.models import Message, Turn, TurnEvent
+from agents.openai_api.views import open_turn, parse_request
 from agents.providers import TurnHints
-from agents.providers.builtin import BuiltinProvider, client_arguments
+from agents.providers.builtin.model import BuiltinProvider, client_arguments
+from agents.turns import runtime
 from tests.builders import make_user
 
 pytestmark = pytest.mark.django_db
@@ -198,8 +198,8 @@ def test_a_risky_toolhub_call_beside_a_client_call_is_refused_not_left_waiting(d
 def test_a_turn_resumed_after_an_approval_does_not_force_the_tool_choice_again(
     demo_catalog, scripted_model, django_capture_on_commit_callbacks
 ):
-    from agents.approvals import decide_approval
     from agents.models import ToolApproval
+    from agents.turns.approvals import decide_approval
 
     scripted_model.steps = [{"tool_calls": [{"name": "restart_container", "arguments": {"container": "web"}}]},
                             {"content": "Restarted."}]  # fmt: skip

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from catalog import embeddings
-from catalog import search as catalog_search
 from catalog.models import CatalogState, ToolEmbedding, ToolPolicy
-from catalog.search_index import (
+from catalog.search import embeddings
+from catalog.search import service as catalog_search
+from catalog.search.index import (
     DENSE_OFF_NOTE,
     MAX_REGEX_LENGTH,
     MODE_BM25,

@@ -2,10 +2,10 @@
 
 import pytest
 
-from catalog.bundle import build_bundle
-from catalog.decision import RoutingDecision, load_catalog
 from catalog.models import Tool
-from catalog.staged import narrow_schema, staged_choices
+from catalog.policies.bundle import build_bundle
+from catalog.policies.decision import RoutingDecision, load_catalog
+from catalog.policies.staged import narrow_schema, staged_choices
 
 CHOICE = {
     "type": "object",

@@ -4,13 +4,13 @@ import datetime
 
 import pytest
 
-from agents import runtime
-from agents.console import render_event, timeline_of, turn_views
-from agents.events import stored_events
+from agents.console.fragments import render_event, timeline_of, turn_views
+from agents.console.timeline import turn_timeline
 from agents.models import Conversation, TurnEvent
-from agents.timeline import turn_timeline
-from agents.turns import create_turn
-from catalog.tokens import count_tokens
+from agents.turns import runtime
+from agents.turns.events import stored_events
+from agents.turns.start import create_turn
+from catalog.models.tokens import count_tokens
 from tests.builders import make_user
 
 START = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from catalog import tokens
+from catalog.models import tokens
 from tests.builders import make_tool
 
 

@@ -6,8 +6,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from agents.console.tool_activity import Outcome, tool_activity, tool_event_rows
 from agents.models import Conversation, Turn, TurnEvent
-from agents.tool_activity import Outcome, tool_activity, tool_event_rows
 from tests.builders import make_policy, make_tool, make_user
 
 pytestmark = pytest.mark.django_db

@@ -3,8 +3,8 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from catalog.importers import ToolImportError, import_tools
 from catalog.models import Tool, ToolPolicy
+from catalog.policies.importers import ToolImportError, import_tools
 from tests.builders import OBJECT_SCHEMA, make_user
 
 BAD_SCHEMAS = [

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from agents import tools
+from agents import tools  # the package: its builtin tools
 from agents.tools import BUILTIN_TOOL_NAMES, ToolResult, run_builtin
 
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agents.tools.results import truncate_result
-from catalog.tokens import count_tokens, encoding
+from catalog.models.tokens import count_tokens, encoding
 
 encoding()  # load the encoding once here, not inside the first hypothesis example
 

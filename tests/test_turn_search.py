@@ -6,8 +6,8 @@ import re
 import pytest
 from django.utils import timezone
 
+from agents.console.turn_search import PAGE_SIZE, TurnFilters, excerpt, search_turns
 from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
-from agents.turn_search import PAGE_SIZE, TurnFilters, excerpt, search_turns
 from tests.builders import make_user
 
 pytestmark = pytest.mark.django_db

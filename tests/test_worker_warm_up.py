@@ -47,7 +47,7 @@ def test_a_worker_whose_turns_run_in_its_own_process_warms_before_it_takes_any(w
 
 
 def test_the_warm_up_loads_the_token_counters_encoding_too(monkeypatch, settings):
-    from catalog import search
+    from catalog.search import service as search
 
     settings.TOOLHUB_WARM_START = True
     done = []

@@ -3,8 +3,8 @@
 import pytest
 from django.test import RequestFactory
 
-from agents.middleware import WorkflowErrorMiddleware
-from agents.workflows import WorkflowConflict, WorkflowExpired
+from agents.turns.middleware import WorkflowErrorMiddleware
+from agents.turns.workflows import WorkflowConflict, WorkflowExpired
 
 
 def answer(path, exception):

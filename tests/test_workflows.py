@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from agents.models import Conversation, Workflow
-from agents.workflows import (
+from agents.turns.workflows import (
     IdempotencyKeyReused,
     WorkflowClosed,
     WorkflowConflict,
@@ -129,7 +129,7 @@ def test_advance_from_a_stale_version_is_a_conflict_that_names_the_current_versi
 @pytest.mark.postgres  # the conditional UPDATE of compare-and-set under PostgreSQL's row versions
 def test_a_write_that_lost_the_race_after_reading_matches_no_row_and_is_a_conflict(conversation, monkeypatch):
     """Both writers read version 1; the other one's UPDATE lands between this one's read and its write."""
-    from agents import workflows
+    from agents.turns import workflows
 
     workflow = start(conversation)
     real_load = workflows._load

@@ -18,9 +18,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from agents.mcp_server import McpEndpoint, path_router  # noqa: E402
+from agents.console.websocket_urls import websocket_urlpatterns  # noqa: E402
+from agents.mcp_gateway.server import McpEndpoint, path_router  # noqa: E402
 from agents.router import warm_up_in_background  # noqa: E402
-from agents.routing import websocket_urlpatterns  # noqa: E402
 from toolhub.csp import with_policy  # noqa: E402
 from toolhub.health import HEALTH_PATH, healthz  # noqa: E402
 

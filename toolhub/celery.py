@@ -9,6 +9,9 @@ from celery.signals import worker_init, worker_process_init, worker_ready
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 
 app = Celery("toolhub")
+# The app of every thread (Celery's current_app): a thread of Daphne or a turn's thread finds the tasks by name
+# (agents.turns.dispatch) in this app's registry, not in Celery's empty fallback app.
+app.set_default()
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
@@ -49,6 +52,6 @@ def warm_pool_process(**kwargs):
 @worker_ready.connect
 def take_over_stalled_turns(**kwargs):
     """A worker that starts (often: replacing one that died) first takes over the turns left stalled."""
-    from agents.watchdog import watch_turns
+    from agents.turns.watchdog import watch_turns
 
     watch_turns()

@@ -1,5 +1,5 @@
 """CORS for the endpoints a browser-based MCP client calls on another origin: the OAuth metadata, client
-registration, token and revocation endpoints (agents/oauth_urls.py wraps each in `any_origin`).
+registration, token and revocation endpoints (agents/mcp_gateway/oauth_urls.py wraps each in `any_origin`).
 
 Any origin may call them and read the answer, because none of them acts on a
 cookie: the client proves itself with its registration, PKCE verifier or

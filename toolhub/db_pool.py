@@ -10,7 +10,7 @@ dashboard a short text. Any other database error is left alone.
 from django.db import OperationalError
 from django.http import HttpResponse
 
-from agents.api_middleware import api_error, is_api_path
+from agents.openai_api.middleware import api_error, is_api_path
 
 RETRY_AFTER_SECONDS = 2
 BUSY_MESSAGES = ("too many clients", "remaining connection slots are reserved", "couldn't get a connection")

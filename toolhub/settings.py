@@ -83,7 +83,8 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-# Earlier keys, still accepted (sessions, and MCP server secrets encrypted at rest with them: catalog.secrets).
+# Earlier keys, still accepted (sessions, and MCP server secrets encrypted at rest with them:
+# catalog.models.secrets).
 SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "[::1]"])
@@ -104,12 +105,18 @@ INSTALLED_APPS = [
     "catalog",
     "agents",
 ]
+# The demo (its seed data, setup_demo and load_demo_catalog, the Loyalty MCP server) and the routing benchmarks
+# (route_eval, route_bench, route_cases, demo_eval, steward_analyze) live beside the shipped apps, never inside
+# them: nothing in catalog, agents or toolhub imports either. A deployment leaves both out with TOOLHUB_DEV_APPS=0.
+TOOLHUB_DEV_APPS = env_bool("TOOLHUB_DEV_APPS", True)
+if TOOLHUB_DEV_APPS:
+    INSTALLED_APPS += ["demo", "bench"]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "toolhub.csp.ContentSecurityPolicyMiddleware",
     # Outermost of the app's own: whatever goes wrong below, /v1 answers OpenAI-style JSON.
-    "agents.api_middleware.ApiErrorMiddleware",
+    "agents.openai_api.middleware.ApiErrorMiddleware",
     "toolhub.db_pool.PoolExhaustedMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -119,7 +126,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "agents.middleware.WorkflowErrorMiddleware",
+    "agents.turns.middleware.WorkflowErrorMiddleware",
 ]
 
 ROOT_URLCONF = "toolhub.urls"
@@ -226,7 +233,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Celery's consumer, made to survive a Redis restart (toolhub/celery_consumer.py says why it dies otherwise).
 CELERY_WORKER_CONSUMER = "toolhub.celery_consumer:Consumer"
 # A turn in flight keeps running through a broker fault: its events go to PostgreSQL, and a redelivered copy of
-# its task is skipped while the turn's lease is held (agents/watchdog.py).
+# its task is skipped while the turn's lease is held (agents/turns/watchdog.py).
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # Periodic work (django-celery-beat is not used: the schedule lives here).
 WORKFLOW_CLEANUP_INTERVAL_SECONDS = env_int("TOOLHUB_WORKFLOW_CLEANUP_INTERVAL", 300)
@@ -234,12 +241,12 @@ WORKFLOW_CLEANUP_INTERVAL_SECONDS = env_int("TOOLHUB_WORKFLOW_CLEANUP_INTERVAL",
 # also the Celery hard limit of its task.
 TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 # Seconds a running turn may go without its worker's heartbeat (sent every sixth of it) before the watchdog
-# (agents/watchdog.py) takes it over: queued again if it showed nothing yet, else failed visibly. The watchdog runs
-# every third of it on the beat schedule, as a worker starts, and from every stream waiting on a quiet turn.
+# (agents/turns/watchdog.py) takes it over: queued again if it showed nothing yet, else failed visibly. The watchdog
+# runs every third of it on the beat schedule, as a worker starts, and from every stream waiting on a quiet turn.
 TOOLHUB_TURN_LEASE = env_float("TOOLHUB_TURN_LEASE", 30.0)
 # Seconds between runs of the cleanup of expired and revoked OAuth tokens and codes (agents.tasks).
 TOOLHUB_OAUTH_CLEAR_TOKENS_INTERVAL = env_int("TOOLHUB_OAUTH_CLEAR_TOKENS_INTERVAL", 3600)
-# Retention (agents/retention.py): finished turns older than this many days go with their events, messages and
+# Retention (agents/turns/retention.py): finished turns older than this many days go with their events, messages and
 # routing logs, summarised per day first; 0 keeps everything. It runs every TOOLHUB_RETENTION_INTERVAL seconds on
 # the beat schedule, TOOLHUB_RETENTION_BATCH turns per transaction.
 TOOLHUB_RETENTION_DAYS = env_int("TOOLHUB_RETENTION_DAYS", 30)
@@ -331,31 +338,33 @@ TOOLHUB_ARCHIVE_MAX_NAMES_PER_DOMAIN = env_int("TOOLHUB_ARCHIVE_MAX_NAMES_PER_DO
 TOOLHUB_SEARCH_TOOL = "tool_search"
 # Tool search and routing fuse BM25 with dense embeddings; off -> BM25 only (and the status says so).
 TOOLHUB_SEARCH_EMBEDDINGS = env_bool("TOOLHUB_SEARCH_EMBEDDINGS", True)
-# The dense models (catalog/embeddings.py): tool search ranks with the first, the router reads requests
+# The dense models (catalog/search/embeddings.py): tool search ranks with the first, the router reads requests
 # (English and Vietnamese) with the second; each is multilingual-e5-small or all-MiniLM-L6-v2.
 TOOLHUB_SEARCH_MODEL = os.environ.get("TOOLHUB_SEARCH_MODEL", "all-MiniLM-L6-v2")
 TOOLHUB_ROUTING_MODEL = os.environ.get("TOOLHUB_ROUTING_MODEL", "multilingual-e5-small")
 for _name, _model in (("TOOLHUB_SEARCH_MODEL", TOOLHUB_SEARCH_MODEL), ("TOOLHUB_ROUTING_MODEL", TOOLHUB_ROUTING_MODEL)):
     if _model not in {"multilingual-e5-small", "all-MiniLM-L6-v2"}:
         raise ImproperlyConfigured(f"{_name}={_model!r}: use multilingual-e5-small or all-MiniLM-L6-v2.")
-# A file of the vectors the models made, shared by the processes of one machine (catalog/embedding_cache.py):
+# A file of the vectors the models made, shared by the processes of one machine (catalog/search/embedding_cache.py):
 # off unless set; the test suite sets it. A deployment shares vectors through its database.
 TOOLHUB_VECTOR_CACHE = os.environ.get("TOOLHUB_VECTOR_CACHE", "")
-# Most OpenMP threads of one e5 call; one while the host has no spare core (catalog/embeddings.py says why).
+# Most OpenMP threads of one e5 call; one while the host has no spare core (catalog/search/embeddings.py says why).
 TOOLHUB_ROUTING_THREADS = env_int("TOOLHUB_ROUTING_THREADS", 2)
 # Build the search index (and load the embedding model) when a server or worker starts, not on the first request.
 TOOLHUB_WARM_START = env_bool("TOOLHUB_WARM_START", True)
-# Learning from traffic (agents/learning.py, catalog/examples.py): a good turn's request becomes an example of its tool.
+# Learning from traffic (agents/turns/learning.py, catalog/search/tool_examples.py): a good turn's request becomes an
+# example of its tool.
 TOOLHUB_LEARN_FROM_TURNS = env_bool("TOOLHUB_LEARN_FROM_TURNS", True)
 TOOLHUB_LEARN_AUTO_APPROVE = env_bool("TOOLHUB_LEARN_AUTO_APPROVE", False)
 TOOLHUB_LEARN_PER_OWNER = env_bool("TOOLHUB_LEARN_PER_OWNER", False)
 TOOLHUB_LEARN_MAX_PER_CONVERSATION = env_int("TOOLHUB_LEARN_MAX_PER_CONVERSATION", 20)
 TOOLHUB_MAX_EXAMPLES_PER_TOOL = env_int("TOOLHUB_MAX_EXAMPLES_PER_TOOL", 50)
-# Bounds of a /v1 request (agents/api_input.py): body bytes (413 over), JSON nesting, messages per request.
+# Bounds of a /v1 request (agents/openai_api/body_limits.py): body bytes (413 over), JSON nesting, messages per request.
 TOOLHUB_API_MAX_BODY_BYTES = env_int("TOOLHUB_API_MAX_BODY_BYTES", 1024 * 1024)
 TOOLHUB_API_MAX_JSON_DEPTH = env_int("TOOLHUB_API_MAX_JSON_DEPTH", 64)
 TOOLHUB_API_MAX_MESSAGES = env_int("TOOLHUB_API_MAX_MESSAGES", 1000)
-# Bounds of a /mcp request body (agents/mcp_input.py): bytes (413 over), JSON nesting, messages in a batch.
+# Bounds of a /mcp request body (agents/mcp_gateway/body_limits.py): bytes (413 over), JSON nesting, messages in a
+# batch.
 TOOLHUB_MCP_MAX_BODY_BYTES = env_int("TOOLHUB_MCP_MAX_BODY_BYTES", 4 * 1024 * 1024)
 TOOLHUB_MCP_MAX_JSON_DEPTH = env_int("TOOLHUB_MCP_MAX_JSON_DEPTH", 64)
 TOOLHUB_MCP_MAX_BATCH = env_int("TOOLHUB_MCP_MAX_BATCH", 100)
@@ -369,7 +378,7 @@ TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
 TOOLHUB_MAX_CLIENT_TOOLS = env_int("TOOLHUB_MAX_CLIENT_TOOLS", 128)
 TOOLHUB_APPROVAL_TIMEOUT = env_int("TOOLHUB_APPROVAL_TIMEOUT", 300)
 TOOLHUB_WORKFLOW_TTL_SECONDS = env_int("TOOLHUB_WORKFLOW_TTL", 3600)
-# Staged flows (agents/flows.py): ordered workflow phases, and the tools whose recommendation
+# Staged flows (agents/turns/staged_flows.py): ordered workflow phases, and the tools whose recommendation
 # for a confident create starts the flow. The demo Loyalty domain builds a rule in four steps.
 TOOLHUB_WORKFLOW_FLOWS = {
     "loyalty_rule": {
@@ -385,8 +394,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-# --- OAuth 2.1 for /mcp (agents/oauth.py; django-oauth-toolkit is the authorization server) ----------------
-# Lifetimes in seconds: an access token, and the refresh token that renews it (rotated on every use).
+# --- OAuth 2.1 for /mcp (agents/mcp_gateway/oauth.py; django-oauth-toolkit is the authorization server)
+# ---------------- Lifetimes in seconds: an access token, and the refresh token that renews it (rotated on every use).
 TOOLHUB_OAUTH_ACCESS_TOKEN_SECONDS = env_int("TOOLHUB_OAUTH_ACCESS_TOKEN_SECONDS", 3600)
 TOOLHUB_OAUTH_REFRESH_TOKEN_SECONDS = env_int("TOOLHUB_OAUTH_REFRESH_TOKEN_SECONDS", 30 * 24 * 3600)
 # Open dynamic client registration (RFC 7591) at /oauth/register: MCP clients register themselves there. Off: only
@@ -395,7 +404,8 @@ TOOLHUB_OAUTH_REGISTRATION = env_bool("TOOLHUB_OAUTH_REGISTRATION", True)
 # Named so agents.ApiKey can point at it (the library's models are swappable; toolhub keeps its own).
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
 OAUTH2_PROVIDER = {
-    # The OAuth scopes are the API-key scopes that /mcp reads (agents.access): no chat, /v1 takes API keys only.
+    # The OAuth scopes are the API-key scopes that /mcp reads (agents.access.abilities): no chat, /v1 takes API keys
+    # only.
     "SCOPES": {
         "mcp": "List and call the tools your role allows, over MCP",
         "read": "Read only: list tools, never call one",
@@ -417,7 +427,8 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
     "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
     "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
-    "DCR_ENABLED": TOOLHUB_OAUTH_REGISTRATION,  # advertises registration_endpoint (agents.oauth_views.register)
+    # advertises registration_endpoint (agents.mcp_gateway.oauth_views.register)
+    "DCR_ENABLED": TOOLHUB_OAUTH_REGISTRATION,
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
     "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
     "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_basic", "client_secret_post"],
@@ -425,7 +436,7 @@ OAUTH2_PROVIDER = {
 }
 
 # http redirect URIs stay allowed for loopback only (RFC 8252 native clients; MCP clients listen on 127.0.0.1):
-# agents.oauth_views.register refuses http for any other host, which the library's W008 cannot see.
+# agents.mcp_gateway.oauth_views.register refuses http for any other host, which the library's W008 cannot see.
 SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 
 LOGIN_URL = "login"

@@ -1,4 +1,5 @@
-"""Root URLs: the favicon, auth (login, and OAuth for /mcp), the dashboard pages of each app, the admin."""
+"""Root URLs: the favicon, auth (login, and OAuth for /mcp), the admin, and the URL module of each sub-package that
+serves pages or an API (/mcp itself is an ASGI endpoint, mounted in toolhub.asgi)."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -24,8 +25,9 @@ urlpatterns = [
     path("favicon.ico", FaviconView.as_view(), name="favicon"),
     path("login/", login_attempts(auth_views.LoginView.as_view(redirect_authenticated_user=True)), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", include("agents.oauth_urls")),
+    path("", include("agents.mcp_gateway.oauth_urls")),
     path("admin/", admin.site.urls),
-    path("", include("catalog.urls")),
-    path("", include("agents.urls")),
+    path("", include("catalog.web.urls")),
+    path("v1/", include("agents.openai_api.urls")),
+    path("", include("agents.console.urls")),
 ]

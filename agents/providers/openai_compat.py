@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import openai
 from django.conf import settings
 
-from . import ModelChunk, ModelTimeout, ModelUnavailable, ToolCall, TurnHints
+from .base import ModelChunk, ModelTimeout, ModelUnavailable, ToolCall, TurnHints
 
 __all__ = ["ModelUnavailable", "OpenAICompatProvider"]
 

@@ -3,31 +3,30 @@
 One package, one entry point. Its parts, in the order a request meets them:
 
 - lexicon.py      the phrase lists (ActionWord rows, domain and tool aliases): a weak vote;
-- examples.py     labelled example requests (IntentExample, ToolExample) ranked by meaning;
+- nearest_examples.py  labelled example requests (IntentExample, ToolExample) ranked by meaning;
 - fusion.py       the signals and the hybrid tool ranking fused into action, domains and a raw
                   confidence; a request with several clauses is read clause by clause;
 - calibration.py  the raw confidence mapped to how often such decisions were right on data;
-- steward.py      the modes (rules, llm, hybrid), the recommendations among what policy permits,
-                  staged flows, the silent time injection;
-- llm.py          the LLM steward over the permitted candidates.
+- rules.py        the rules steward: the recommendations among what policy permits, staged flows,
+                  the silent time injection;
+- llm.py          the LLM steward over the permitted candidates;
+- modes.py        `analyze`, the entry point: rules, llm or hybrid (TOOLHUB_STEWARD), rules as fallback.
 
-It reads the catalog through catalog.bundle, catalog.search and catalog.decision
-only, and never decides what is exposed (catalog.bundle does).
+"The steward" is what pages and events call this component; the package is its code.
+
+It reads the catalog through catalog.policies.bundle, catalog.search.service and catalog.policies.decision
+only, and never decides what is exposed (catalog.policies.bundle does).
 """
 
-from catalog import embeddings, search, tokens
+from catalog.models import tokens
+from catalog.search import embeddings
+from catalog.search import service as search
 
-from .examples import example_index
 from .fusion import ConversationState
 from .lexicon import lexicon
-from .steward import (
-    Intent,
-    StewardContext,
-    StewardMode,
-    StewardResult,
-    analyze,
-    current_time_context,
-)
+from .modes import analyze
+from .nearest_examples import example_index
+from .rules import Intent, StewardContext, StewardMode, StewardResult, current_time_context
 
 
 def prepare_routing() -> None:

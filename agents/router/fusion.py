@@ -23,12 +23,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from catalog.decision import RoutingDecision
 from catalog.models import Action
+from catalog.policies.decision import RoutingDecision
 
 from . import calibration
-from .examples import Neighbours
 from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Hits
+from .nearest_examples import Neighbours
 
 # How much each signal weighs (sum 1). Round numbers, chosen on routing_dev (README).
 NEIGHBOUR_WEIGHT = 0.5

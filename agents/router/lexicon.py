@@ -13,10 +13,9 @@ import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from agents.models import ActionWord, MoodWord
 from catalog.models import Action, Domain, Operation, ToolPolicy
-from catalog.search import catalog_state
-
-from ..models import ActionWord, MoodWord
+from catalog.search.service import catalog_state
 
 # An action phrase that starts within the first LEAD_WORDS words leads the request ("please list ...").
 LEAD_WORDS = 3

@@ -19,11 +19,11 @@ import jsonschema
 import openai
 from django.conf import settings
 
-from catalog.bundle import allowed_names
+from agents.models import default_profile
+from agents.providers import ModelUnavailable, Upstream, upstream_of
+from catalog.policies.bundle import allowed_names
 
-from ..models import default_profile
-from ..providers import ModelUnavailable, Upstream, upstream_of
-from .steward import flow_entry_tools, stand_in_for_flows, with_recommendations
+from .rules import flow_entry_tools, stand_in_for_flows, with_recommendations
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The builtin tools the runtime runs in-process; a call never raises, every failure is an error ToolResult.
 
 The runtime calls `run_builtin(name, arguments, emit=...)` with arguments
-already validated against the tool's JSON schema (catalog/demo/builtin.py);
+already validated against the tool's JSON schema (demo/data/builtin.py);
 the tools still check what they use. `emit(phase, message, **data)` sends a
 status event to the user (web_search announces its query with it).
 """
@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agents.tools import calculator, clock, web
+from . import calculator, clock, web
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ shape: arrays keep as many leading items as fit and end with a marker item
 counts the rest), long strings keep their start and end with
 "… [cut 1234 chars]", and the budget is shared so small values stay whole.
 Plain text keeps its first tokens and ends with a line saying how many
-characters were cut ("… [cut 1234 chars]"). Token counts are cl100k counts (catalog.tokens); the returned text
+characters were cut ("… [cut 1234 chars]"). Token counts are cl100k counts (catalog.models.tokens); the returned text
 is counted again before it is returned, so it always fits. Only a bounded
 prefix of a long text or string is ever tokenized, so the time a cut takes
 does not grow with the size of the result.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from functools import cache
 
-from catalog.tokens import count_tokens, encoding
+from catalog.models.tokens import count_tokens, encoding
 
 MIN_PARTIAL_TOKENS = 16  # below this, a value that does not fit is left out rather than cut to a stub
 _RETRIES = 12

@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
-from agents.events import TOOL_EXECUTION_PHASE
+from agents.models import TOOL_EXECUTION_PHASE
 
 DEFAULT_SEARCH_TIMEOUT = 10.0
 DEFAULT_MAX_RESULTS = 5

@@ -2,7 +2,7 @@
 
 import json
 
-import catalog.secrets
+import catalog.models.secrets
 from django.db import migrations
 
 
@@ -33,12 +33,12 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='mcpserver',
             name='env',
-            field=catalog.secrets.EncryptedJSONField(blank=True, default=dict, help_text='stdio: extra environment variables, an object of strings (encrypted).'),
+            field=catalog.models.secrets.EncryptedJSONField(blank=True, default=dict, help_text='stdio: extra environment variables, an object of strings (encrypted).'),
         ),
         migrations.AlterField(
             model_name='mcpserver',
             name='headers',
-            field=catalog.secrets.EncryptedJSONField(blank=True, default=dict, help_text='streamable HTTP: request headers, an object (encrypted).'),
+            field=catalog.models.secrets.EncryptedJSONField(blank=True, default=dict, help_text='streamable HTTP: request headers, an object (encrypted).'),
         ),
         migrations.RunPython(encrypt_existing, decrypt_existing),
     ]

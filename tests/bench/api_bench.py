@@ -50,7 +50,7 @@ def setup_django(data_dir: Path) -> None:
 
 
 def pct(values: list[float], fraction: float) -> int | None:
-    from agents.metrics import percentile
+    from agents.console.metrics import percentile
 
     value = percentile(values, fraction)
     return None if value is None else round(value)

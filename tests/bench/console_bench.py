@@ -61,7 +61,7 @@ def setup_django(env: dict) -> None:
 
 
 def pct(values: list[float], fraction: float) -> float | None:
-    from agents.metrics import percentile
+    from agents.console.metrics import percentile
 
     value = percentile(values, fraction)
     return None if value is None else round(value, 1)
@@ -89,7 +89,8 @@ async def watch_turn(bases: list[str], session: str, sockets: int, timeout: floa
     from django.contrib.auth import get_user_model
 
     from agents.models import Conversation, Turn, TurnEvent
-    from agents.turns import create_turn, enqueue_turn
+    from agents.turns.dispatch import enqueue_turn
+    from agents.turns.start import create_turn
 
     owner = await sync_to_async(get_user_model().objects.get)(username="bench-viewer")
     turn = await sync_to_async(lambda: create_turn(Conversation.objects.create(owner=owner, title=QUERY), QUERY))()

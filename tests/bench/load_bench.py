@@ -119,7 +119,7 @@ def burst(base: str, key: str, count: int, *, stream: bool, timeout: float) -> d
 
 def pct_s(values: list[float], fraction: float) -> float | None:
     """The percentile of seconds, to a tenth."""
-    from agents.metrics import percentile
+    from agents.console.metrics import percentile
 
     value = percentile(values, fraction)
     return None if value is None else round(value, 1)
@@ -172,7 +172,7 @@ def run(args) -> dict:
                     "TOOLHUB_CHANNEL_PREFIX": f"toolhub-load-{os.getpid()}",
                     "TOOLHUB_CELERY_QUEUE": f"toolhub-load-{os.getpid()}",
                     "TOOLHUB_RATE_LIMIT_PER_MINUTE": "0", "TOOLHUB_USER_RATE_LIMIT_PER_MINUTE": "0"}  # fmt: skip
-            setup_django(Path(data_dir))  # pct_s reads agents.metrics
+            setup_django(Path(data_dir))  # pct_s reads agents.console.metrics
             manage(env, "setup_demo")
             key = manage(env, "create_api_key", "load-bench").strip().splitlines()[-1]
             app = Celery("load_bench", broker=args.redis_url)

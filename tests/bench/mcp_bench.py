@@ -7,8 +7,8 @@ Runs on the embedded default (SQLite in a temporary data dir) against the
 generated stdio server (tests/generated_mcp_server.py). Call latency is
 measured three ways for the same tool of the same server: a direct SDK call
 (ClientSession over stdio), toolhub's runtime path in-process
-(agents.tool_calls.execute: bundle and schema checks, then catalog.mcp_client),
-the /mcp endpoint's logic in-process (agents.mcp_server.call: the bundle is
+(agents.turns.tool_calls.execute: bundle and schema checks, then catalog.mcp_client.client),
+the /mcp endpoint's logic in-process (agents.mcp_gateway.server.call: the bundle is
 built for each call), and an SDK client calling it through toolhub's /mcp on a
 real Daphne. Then a 5 MB text result (the generated server's gen_big): the time
 from its arrival to the cut, for the model (truncate_result) and for an MCP
@@ -50,16 +50,16 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-from agents import mcp_server  # noqa: E402
-from agents.api_keys import create_api_key  # noqa: E402
+from agents.access.api_keys import create_api_key  # noqa: E402
+from agents.mcp_gateway import server as mcp_server  # noqa: E402
 from agents.providers import ToolCall  # noqa: E402
-from agents.tool_calls import execute  # noqa: E402
 from agents.tools.results import truncate_blocks, truncate_result  # noqa: E402
-from catalog import mcp_client  # noqa: E402
-from catalog.bundle import build_bundle  # noqa: E402
-from catalog.decision import RoutingDecision, load_catalog  # noqa: E402
-from catalog.mcp_sync import sync_server  # noqa: E402
+from agents.turns.tool_calls import execute  # noqa: E402
+from catalog.mcp_client import client as mcp_client  # noqa: E402
+from catalog.mcp_client.sync import sync_server  # noqa: E402
 from catalog.models import McpServer, Tool  # noqa: E402
+from catalog.policies.bundle import build_bundle  # noqa: E402
+from catalog.policies.decision import RoutingDecision, load_catalog  # noqa: E402
 from tests.builders import make_policy, make_user  # noqa: E402
 from tests.servers import daphne, embedded_env, free_port, start, wait_for_port  # noqa: E402
 
@@ -148,7 +148,8 @@ def runtime_calls(calls: int) -> list[float]:
 
 
 def mcp_server_calls(calls: int, key_id: int) -> list[float]:
-    """toolhub's MCP-server logic in-process (agents.mcp_server.call): the bundle built per call, then execute."""
+    """toolhub's MCP-server logic in-process (agents.mcp_gateway.server.call): the bundle built per call, then
+    execute."""
     samples = []
     for index in range(WARM_UP + calls):
         started = time.perf_counter()

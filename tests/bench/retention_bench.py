@@ -117,7 +117,7 @@ class LockWatcher(threading.Thread):
 
 
 def writes(latencies: list[float]) -> dict:
-    from agents.metrics import percentile
+    from agents.console.metrics import percentile
 
     return {
         "writes": len(latencies),
@@ -145,7 +145,7 @@ def main() -> None:
         from django.db import connection, connections
 
         from agents.models import Conversation, RetentionDay, Turn, TurnEvent
-        from agents.retention import apply_retention
+        from agents.turns.retention import apply_retention
 
         with connection.cursor() as cursor:
             cursor.execute("SHOW server_version")

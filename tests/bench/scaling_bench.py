@@ -145,7 +145,7 @@ def phase(workers: int, *, env: dict, base: str, key: str, app: Celery, args) ->
 
 
 def ms(values: list[float], fraction: float) -> int | None:
-    from agents.metrics import percentile  # after setup_django
+    from agents.console.metrics import percentile  # after setup_django
 
     value = percentile(values, fraction)
     return None if value is None else round(value)
@@ -172,7 +172,7 @@ def run(args) -> dict:
                     "TOOLHUB_CELERY_QUEUE": f"toolhub-capacity-{os.getpid()}",
                     "TOOLHUB_MODEL_BASE_URL": model.base_url, "TOOLHUB_MODEL": "scripted-model",
                     "TOOLHUB_RATE_LIMIT_PER_MINUTE": "0", "TOOLHUB_USER_RATE_LIMIT_PER_MINUTE": "0"}  # fmt: skip
-            setup_django(Path(data_dir))  # ms() reads agents.metrics
+            setup_django(Path(data_dir))  # ms() reads agents.console.metrics
             manage(env, "setup_demo")  # stores the vectors of the demo's tools and examples in the database
             key = manage(env, "create_api_key", "scaling-bench").strip().splitlines()[-1]
             env.pop("TOOLHUB_VECTOR_CACHE", None)  # the servers share vectors through the database, as deployed

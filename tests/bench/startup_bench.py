@@ -52,7 +52,7 @@ def bench_env(postgres: str) -> dict:
 
 def catalog_definitions(path: Path) -> list[dict]:
     """The bench catalog as import definitions with an active read policy each (module docstring)."""
-    from catalog.importers import validate_definitions
+    from catalog.policies.importers import validate_definitions
 
     definitions, seen = [], set()
     for item in json.loads(path.read_text()):
@@ -80,7 +80,7 @@ def load_catalog(postgres: str, bench_dir: Path) -> int:
     django.setup()
     from django.core.management import call_command
 
-    from catalog.importers import import_tools
+    from catalog.policies.importers import import_tools
 
     call_command("migrate", verbosity=0)
     return len(import_tools(catalog_definitions(bench_dir / "catalog.json")).created)
@@ -134,7 +134,8 @@ def child(started: float, until: str) -> None:
     import django
 
     def catalog():
-        from catalog import embeddings, search  # after django.setup()
+        from catalog.search import embeddings  # after django.setup()
+        from catalog.search import service as search
 
         return embeddings, search
 
@@ -148,7 +149,7 @@ def child(started: float, until: str) -> None:
         analyze(QUERY)
 
     def example_index():
-        from agents.router.examples import example_index
+        from agents.router.nearest_examples import example_index
 
         example_index()
 
@@ -179,8 +180,8 @@ def rebuild_seconds() -> dict:
     build (rows read, vectors stacked, BM25) and BM25 alone."""
     import bm25s
 
-    from catalog import search
-    from catalog.search_index import lexical_tokens
+    from catalog.search import service as search
+    from catalog.search.index import lexical_tokens
 
     start = time.perf_counter()
     index = search.build_catalog_index(dense=True)

@@ -75,7 +75,7 @@ def time_cleanup(conversation, rows: int, batch_size: int) -> dict:
     from django.conf import settings
     from django.utils import timezone
 
-    from agents.workflows import delete_expired_workflows, expire_workflows
+    from agents.turns.workflows import delete_expired_workflows, expire_workflows
 
     ttl = datetime.timedelta(seconds=settings.TOOLHUB_WORKFLOW_TTL_SECONDS)
     figures = {"batch_size": batch_size, "rows": rows}
@@ -100,7 +100,7 @@ def time_cas(conversation, *, threads: int, workflows: int, seconds: float) -> d
     """`threads` writers, each: read the version, advance from it; counts successes and conflicts."""
     from django.db import connection
 
-    from agents.workflows import WorkflowConflict, advance_workflow, start_workflow
+    from agents.turns.workflows import WorkflowConflict, advance_workflow, start_workflow
 
     ids = [
         start_workflow(conversation=conversation, owner=conversation.owner, kind="bench", phase="draft").pk

@@ -72,10 +72,10 @@ def load_stack_data(data_dir: Path) -> None:
 def _load_demo(data_dir: Path) -> None:
     from agents.models import ModelProfile
     from agents.router import prepare_vectors
-    from catalog.demo.knowledge import MODEL_PROFILES
-    from catalog.demo_catalog import load_demo_catalog
-    from catalog.mcp_sync import sync_server
+    from catalog.mcp_client.sync import sync_server
     from catalog.models import McpServer
+    from demo.catalog import load_demo_catalog
+    from demo.data.knowledge import MODEL_PROFILES
 
     restore_migrated_routing_data()  # as migrated; the flush of an earlier transactional test removes them
     load_demo_catalog()
@@ -83,7 +83,7 @@ def _load_demo(data_dir: Path) -> None:
         name="loyalty",
         transport=McpServer.Transport.STDIO,
         command=sys.executable,
-        args=["-m", "demo_mcp.loyalty_server", "--db", str(data_dir / "loyalty-mcp.sqlite3")],
+        args=["-m", "demo.loyalty_mcp.server", "--db", str(data_dir / "loyalty-mcp.sqlite3")],
     )
     result = sync_server(server)
     assert result.ok, result.summary()

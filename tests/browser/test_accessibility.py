@@ -12,9 +12,9 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from playwright.sync_api import expect
 
 from agents.models import RoutingLog, Turn
-from agents.workflows import start_workflow
-from catalog.decision import RoutingDecision
+from agents.turns.workflows import start_workflow
 from catalog.models import Tool
+from catalog.policies.decision import RoutingDecision
 from tests.browser.conftest import NARROW, WIDE
 from tests.browser.test_console import DUPLICATED_LANDMARKS, UNREACHABLE_SCROLLERS, set_calculator
 from tests.browser.test_dashboard_pages import stale_snippet
@@ -22,7 +22,7 @@ from tests.browser.test_oauth_consent import authorize_url
 
 AXE = Path(__file__).parent / "vendor" / "axe-4.14.1.min.js"
 TOOL = "dns_lookup"
-# Every URL name of toolhub/urls.py, agents/urls.py and catalog/urls.py is a page visited below or one of these.
+# Every URL name of toolhub/urls.py, agents/urls.py and catalog/web/urls.py is a page visited below or one of these.
 NOT_PAGES = {
     "favicon": "redirects to the icon",
     "logout": "POST only",

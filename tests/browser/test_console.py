@@ -6,10 +6,10 @@ import openai
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from agents.api_keys import create_api_key
+from agents.access.api_keys import create_api_key
 from agents.models import Turn
 from catalog.models import ToolPolicy
-from catalog.policies import record_policy_version
+from catalog.policies.versions import record_policy_version
 
 # Records every status and answer text the list shows, as it changes, so a test can tell live updates from a reload.
 WATCH_LIST = """() => {
@@ -270,7 +270,8 @@ def test_the_routing_log_filters_into_the_address_and_j_k_enter_open_a_row(brows
     assert page.get_by_text("Denied (").is_visible()
 
 
-# --- the builtin offline model runs the Loyalty MCP tools (demo_mcp, stdio) -------------------------------------
+# --- the builtin offline model runs the Loyalty MCP tools (demo.loyalty_mcp, stdio)
+# -------------------------------------
 
 
 def test_a_builtin_model_turn_calls_a_loyalty_mcp_tool_and_the_console_shows_its_result(
@@ -314,7 +315,7 @@ def test_a_builtin_model_turn_reaches_the_approval_of_a_loyalty_transfer_which_t
     expect(approval.first).to_contain_text("approved")
     result = page.locator(f"#turn-{turn.id}-events .event-tool_result", has_text="← transfer_points")
     expect(result.locator("pre.result")).to_contain_text('"points": 100')
-    # mem_lan00001 had 5,700 points and mem_minh0001 350 (demo_mcp/seed.py): the transfer really ran.
+    # mem_lan00001 had 5,700 points and mem_minh0001 350 (demo/loyalty_mcp/seed.py): the transfer really ran.
     expect(result.locator("pre.result")).to_contain_text('"from_balance": 5600')
     expect(page.locator(f"#turn-{turn.id}-content")).to_contain_text("transfer_points returned")
     assert page.evaluate("window.__notReloaded")

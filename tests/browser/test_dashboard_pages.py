@@ -9,8 +9,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from agents.models import RoutingLog
-from catalog.decision import RoutingDecision
 from catalog.models import Domain, KnowledgeSnippet, ToolPolicy
+from catalog.policies.decision import RoutingDecision
 from tests.browser.conftest import NARROW, WIDE
 
 TOOL = "dns_lookup"

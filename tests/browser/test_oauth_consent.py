@@ -9,7 +9,7 @@ import hashlib
 import secrets
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from agents import oauth
+from agents.mcp_gateway import oauth
 from tests.browser.conftest import NARROW
 
 CALLBACK = "http://127.0.0.1:33419/callback"

@@ -4,7 +4,7 @@ import re
 
 from playwright.sync_api import expect
 
-from agents.metrics import turns_total
+from agents.console.metrics import turns_total
 
 
 def test_an_open_overview_shows_the_new_total_and_request_row_after_a_turn_runs_and_keeps_the_readers_place(

@@ -3,10 +3,10 @@
 import openai
 import pytest
 
-from agents.api_keys import create_api_key
-from agents.metrics import routing_metrics
+from agents.access.api_keys import create_api_key
+from agents.console.metrics import routing_metrics
 from agents.models import RoutingLog, Turn
-from catalog.demo_catalog import load_demo_catalog
+from demo.catalog import load_demo_catalog
 from tests.builders import make_user
 from tests.servers import celery_worker, daphne, database_env
 from toolhub.celery import app

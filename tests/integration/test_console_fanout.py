@@ -9,9 +9,9 @@ from channels.layers import get_channel_layer
 from django.db import connections
 from django.test import Client
 
-from agents.events import CONSOLE_GROUP, emit
 from agents.models import Conversation, TurnEvent
-from agents.turns import create_turn
+from agents.turns.events import CONSOLE_GROUP, emit
+from agents.turns.start import create_turn
 from tests.builders import make_user
 from tests.console_socket import open_socket
 from tests.servers import daphne, database_env

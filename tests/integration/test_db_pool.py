@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from agents.api_keys import create_api_key
+from agents.access.api_keys import create_api_key
 from tests.builders import make_user
 from tests.servers import daphne, database_env
 from toolhub.celery import app as toolhub_app
@@ -168,7 +168,7 @@ def test_streams_hold_no_connection_and_a_request_without_one_in_time_is_503_wit
 
             status, headers, body = mcp_busy
             assert status == 503 and headers["retry-after"] == "2", (status, body)
-            assert json.loads(body)["error"]["code"] == -32050  # agents.mcp_server.SERVER_BUSY
+            assert json.loads(body)["error"]["code"] == -32050  # agents.mcp_gateway.server.SERVER_BUSY
             assert initialize_mcp(base, key)[0] == 200
 
             # The streams lived through it (their reads found no connection for a while and tried again).

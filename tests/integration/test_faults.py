@@ -13,7 +13,7 @@ import openai
 import pytest
 from celery import Celery
 
-from agents.api_keys import create_api_key
+from agents.access.api_keys import create_api_key
 from agents.models import ModelProfile, Turn, TurnEvent
 from tests.builders import make_user, restore_migrated_routing_data
 from tests.scripted_openai import ScriptedOpenAI

@@ -21,7 +21,7 @@ import pytest
 from django.test import Client
 from honcho.environ import parse
 
-from agents.api_keys import create_api_key
+from agents.access.api_keys import create_api_key
 from agents.models import Turn, TurnEvent
 from tests.builders import make_user, restore_migrated_routing_data
 from tests.console_socket import ConsoleSocket, open_socket

@@ -43,7 +43,7 @@ def logged_in(embedded_server):
 
 def test_a_console_conversation_in_the_embedded_default_runs_its_turn_in_the_background(embedded_server):
     """Eager Celery here: the console's POST answers with the conversation, and the turn still runs to its end
-    (in a thread of the Daphne process, agents.turns.start_in_background)."""
+    (in a thread of the Daphne process, agents.turns.dispatch.start_in_background)."""
     base = embedded_server["base"]
     browser = logged_in(embedded_server)
     console = browser.open(f"{base}/console/").read().decode()

@@ -28,9 +28,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from agents.api_keys import create_api_key
-from catalog import mcp_client
-from catalog.mcp_sync import sync_server
+from agents.access.api_keys import create_api_key
+from catalog.mcp_client import client as mcp_client
+from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer, Tool
 from tests.builders import make_policy, make_user
 from tests.servers import ROOT, daphne, database_env, free_port, start, wait_for_port

@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from oauth2_provider.models import AccessToken
 
-from catalog.demo_catalog import load_demo_catalog
+from demo.catalog import load_demo_catalog
 from tests.builders import make_user
 from tests.servers import daphne, database_env
 

@@ -15,11 +15,11 @@ import pytest
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from agents.api_keys import create_api_key
-from catalog import mcp_client
-from catalog.demo_catalog import load_demo_catalog
+from agents.access.api_keys import create_api_key
+from catalog.mcp_client import client as mcp_client
 from catalog.models import McpServer
 from catalog.tasks import sync_mcp_server
+from demo.catalog import load_demo_catalog
 from tests.builders import make_user
 from tests.servers import ROOT, daphne, database_env
 
@@ -33,7 +33,7 @@ def toolhub_mcp(tmp_path):
     server = McpServer.objects.create(
         name="loyalty",
         command=sys.executable,
-        args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3")],
+        args=["-m", "demo.loyalty_mcp.server", "--db", str(tmp_path / "loyalty.sqlite3")],
     )
     assert sync_mcp_server(server.pk).endswith("unchanged")
     mcp_client.close_all()  # Daphne starts its own connection to the demo server

@@ -27,11 +27,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, PromptReference, ResourceListChangedNotification, ResourceUpdatedNotification
 
-from agents.api_keys import create_api_key
-from catalog import mcp_client
-from catalog.demo_catalog import load_demo_catalog
-from catalog.mcp_sync import sync_server
+from agents.access.api_keys import create_api_key
+from catalog.mcp_client import client as mcp_client
+from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer, Tool
+from demo.catalog import load_demo_catalog
 from tests.builders import make_policy, make_user
 from tests.servers import ROOT, daphne, database_env
 

@@ -12,19 +12,19 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from agents import workflows
 from agents.models import Conversation, Turn, Workflow
-from agents.turns import create_turn
-from agents.workflows import (
+from agents.turns import workflows
+from agents.turns.start import create_turn
+from agents.turns.workflows import (
     IdempotencyKeyReused,
     WorkflowConflict,
     advance_workflow,
     start_workflow,
     submit_workflow,
 )
-from catalog.demo_catalog import load_demo_catalog
-from catalog.mcp_sync import sync_server
+from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer
+from demo.catalog import load_demo_catalog
 from tests.builders import at_once, restore_migrated_routing_data
 from tests.scripted_openai import ScriptedOpenAI
 from tests.servers import celery_worker, database_env
@@ -61,7 +61,7 @@ class CountedRecords:
         return {"record_id": record.pk, "phase": workflow.phase}
 
 
-LEASE = 2  # seconds: a killed worker's turn counts as stalled (agents/watchdog.py) this soon
+LEASE = 2  # seconds: a killed worker's turn counts as stalled (agents/turns/watchdog.py) this soon
 
 
 def worker_env() -> tuple[dict, str]:
@@ -279,7 +279,7 @@ def test_restart_a_rule_workflow_continues_from_its_stored_phase_after_its_worke
     load_demo_catalog()
     loyalty = McpServer.objects.create(
         name="loyalty", command=sys.executable,
-        args=["-m", "demo_mcp.loyalty_server", "--db", str(tmp_path / "loyalty.sqlite3")],
+        args=["-m", "demo.loyalty_mcp.server", "--db", str(tmp_path / "loyalty.sqlite3")],
     )  # fmt: skip
     assert sync_server(loyalty).ok
     conversation = make_conversation()

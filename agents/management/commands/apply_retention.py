@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.retention import apply_retention
+from agents.turns.retention import apply_retention
 
 
 class Command(BaseCommand):

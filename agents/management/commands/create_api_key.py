@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.api_keys import create_api_key
+from agents.access.api_keys import create_api_key
 from agents.models import ApiKey
 
 

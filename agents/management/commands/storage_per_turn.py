@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.storage import NotPostgreSQL, turn_storage
+from agents.turns.storage import NotPostgreSQL, turn_storage
 
 
 class Command(BaseCommand):

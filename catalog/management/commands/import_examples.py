@@ -2,7 +2,7 @@
 
 Each line is {"query": text, "expected_tools": [tool names]} (the benchmark's
 format; other keys are ignored). Every (query, tool) pair goes through
-catalog.examples.add_example, so the same validation, merging and bounds apply.
+catalog.search.tool_examples.add_example, so the same validation, merging and bounds apply.
 """
 
 import json
@@ -10,8 +10,8 @@ from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError
 
-from catalog.examples import ExampleRefused, add_example
 from catalog.models import ToolExample
+from catalog.search.tool_examples import ExampleRefused, add_example
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from catalog.mcp_sync import sync_server
+from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer
 
 

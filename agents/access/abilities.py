@@ -1,0 +1,60 @@
+"""Who may do what with conversations and tools: one rule for the dashboard, the API (/v1) and /mcp.
+
+An ability needs a model permission of the acting user (toolhub.roles grants
+them by role: a viewer reads; an operator also starts turns and calls tools;
+an admin holds everything) and, when the request carries an API key or an
+OAuth access token (same scopes), one of the scopes the ability lists. A key
+acts with its owner's permissions, never more, and only inside its scopes; a
+dashboard session has no scopes to check.
+Object-level rules (who may decide which approval) stay with their logic
+(agents.turns.approvals.may_decide). Never reads group names, never writes.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from agents.models import ApiKey
+
+Scope = ApiKey.Scope
+
+
+@dataclass(frozen=True)
+class Ability:
+    verb: str  # what it is, in words that read after "may not": "start a turn"
+    permission: str | None  # the user's model permission it needs; None: any active signed-in user
+    scopes: frozenset[str]  # an API key needs one of these
+
+
+LIST_MODELS = Ability("list the models", "agents.view_modelprofile", frozenset({Scope.CHAT, Scope.READ}))
+# Starting a turn and calling a tool directly over /mcp run the same tools, so they need the same permission.
+START_TURN = Ability("start a turn", "agents.add_turn", frozenset({Scope.CHAT}))
+DECIDE_APPROVAL = Ability("decide an approval", None, frozenset({Scope.CHAT}))
+USE_MCP = Ability("use /mcp (list tools)", "catalog.view_tool", frozenset({Scope.MCP, Scope.READ}))
+CALL_TOOL = Ability("call a tool", "agents.add_turn", frozenset({Scope.MCP}))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why an ability was refused; `missing_scopes` is set when the key's scopes, not the user, were the reason."""
+
+    message: str
+    missing_scopes: frozenset[str] = frozenset()
+
+
+def refusal(user, ability: Ability, *, scopes: Iterable[str] | None = None, holder: str = "API key") -> Refusal | None:
+    """None when `user` (with the `scopes` of an API key or OAuth token, or None for a session) may do `ability`;
+    else why not. `holder` names what carries the scopes in the answer ("API key", "access token")."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return Refusal(f"Sign in to {ability.verb}.")
+    if scopes is not None and not ability.scopes & set(scopes):
+        needed = " or ".join(sorted(ability.scopes))
+        held = ", ".join(sorted(scopes)) or "none"
+        return Refusal(f"This {holder} may not {ability.verb}: it needs the scope {needed} (it has {held}).",
+                       missing_scopes=ability.scopes)  # fmt: skip
+    if ability.permission and not user.has_perm(ability.permission):
+        return Refusal(f"{user.get_username()} may not {ability.verb} (needs the {ability.permission} permission).")
+    return None
+
+
+def allows(user, ability: Ability, *, scopes: Iterable[str] | None = None) -> bool:
+    return refusal(user, ability, scopes=scopes) is None

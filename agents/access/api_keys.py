@@ -1,0 +1,47 @@
+"""API keys: `th_<prefix>_<secret>`, stored as a SHA-256 hash, looked up by prefix, compared in constant time.
+
+A key carries scopes (ApiKey.Scope); what it may do is decided by agents.access.abilities.
+"""
+
+import datetime
+import hashlib
+import hmac
+import secrets
+
+from django.utils import timezone
+
+from agents.models import ApiKey
+
+LAST_USED_RESOLUTION = datetime.timedelta(minutes=1)
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def create_api_key(*, user, name: str, scopes=ApiKey.DEFAULT_SCOPES) -> tuple[ApiKey, str]:
+    """Create a key with these scopes (ValidationError for unknown ones); the plain key is returned once only."""
+    prefix = secrets.token_hex(6)
+    key = f"th_{prefix}_{secrets.token_urlsafe(32)}"
+    api_key = ApiKey(name=name, user=user, prefix=prefix, key_hash=_digest(key), scopes=sorted(set(scopes)))
+    api_key.clean()
+    api_key.save()
+    return api_key, key
+
+
+def authenticate(key: str) -> ApiKey | None:
+    parts = key.split("_", 2)
+    if len(parts) != 3 or parts[0] != "th":
+        return None
+    api_key = ApiKey.objects.select_related("user").filter(prefix=parts[1], revoked=False).first()
+    if api_key is None or not hmac.compare_digest(api_key.key_hash, _digest(key)) or not api_key.user.is_active:
+        return None
+    touch_last_used(api_key)
+    return api_key
+
+
+def touch_last_used(api_key: ApiKey) -> None:
+    now = timezone.now()
+    # At most one write a minute per key: a commit on every request (an MCP call is one) costs more than the call.
+    if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)

@@ -1,0 +1,341 @@
+"""What the live console shows: conversation rows, a conversation's thread, and the HTML fragment of each turn event.
+
+Reads and rendering only, shared by the console views and consumers (which
+stay thin). A conversation's thread is built from stored events, so a
+reload or a late joiner sees exactly what a live viewer saw. It never
+writes to the database and never sends on the channel layer.
+"""
+
+import json
+import re
+
+from django.db.models import Max
+from django.template.loader import render_to_string
+
+from agents.models import Conversation, Message, RoutingLog, ToolApproval, Turn, TurnEvent
+from agents.turns.events import stored_events
+from catalog.mcp_client.content import summary
+
+from .timeline import turn_timeline
+
+EventType = TurnEvent.Type
+LIST_LIMIT = 50
+BUDGET_PHASE = "budget"
+# Events that change what a conversation's row shows (deltas only extend its preview).
+ROW_EVENT_TYPES = frozenset({EventType.STATUS, EventType.ROUTING, EventType.APPROVAL_REQUIRED, EventType.ERROR,
+                             EventType.DONE})  # fmt: skip
+CONVERSATION_TEMPLATE = "agents/conversation.html"
+LIST_TEMPLATE = "agents/console.html"
+
+
+# --- the list of conversations -------------------------------------------------------------------------------
+
+
+def conversation_rows(*, ids: list[int] | None = None, limit: int = LIST_LIMIT) -> list[dict]:
+    """Conversations with a turn, latest activity first: title, owner, latest turn's status, message and answer."""
+    conversations = Conversation.objects.select_related("owner").annotate(latest=Max("turns__created_at"))
+    conversations = conversations.filter(latest__isnull=False)
+    if ids is not None:
+        conversations = conversations.filter(pk__in=ids)
+    conversations = list(conversations.order_by("-latest", "-pk")[:limit])
+    turns = {}
+    for turn in Turn.objects.filter(conversation__in=conversations).order_by("conversation_id", "-id"):
+        turns.setdefault(turn.conversation_id, turn)
+    latest_ids = [turn.id for turn in turns.values()]
+    status_messages = {}
+    statuses = TurnEvent.objects.filter(turn_id__in=latest_ids, type=EventType.STATUS)
+    for event in statuses.order_by("turn_id", "-sequence"):
+        status_messages.setdefault(event.turn_id, event.payload.get("message", ""))
+    answers = {}
+    replies = Message.objects.filter(turn_id__in=latest_ids, role=Message.Role.ASSISTANT).exclude(content="")
+    for message in replies.order_by("turn_id", "-id"):
+        answers.setdefault(message.turn_id, message.content)
+    rows = []
+    for conversation in conversations:
+        turn = turns[conversation.pk]
+        rows.append(
+            {
+                "id": conversation.pk,
+                "title": conversation.title or f"conversation {conversation.pk}",
+                "owner": conversation.owner.get_username(),
+                "turn_id": turn.id,
+                "status": turn.status,
+                "message": status_messages.get(turn.id, ""),
+                "preview": answers.get(turn.id, ""),
+                "updated": conversation.latest,
+            }
+        )
+    return rows
+
+
+def conversation_of(turn_id: int) -> int | None:
+    return Turn.objects.filter(pk=turn_id).values_list("conversation_id", flat=True).first()
+
+
+def render_list(rows: list[dict]) -> str:
+    return render_to_string(f"{LIST_TEMPLATE}#conversation-list", {"rows": rows})
+
+
+def render_row_update(row: dict, *, listed: bool) -> str:
+    """Replace the row in place when the page lists it, else insert it at the top."""
+    return render_to_string(f"{LIST_TEMPLATE}#row-update", {"row": row, "listed": listed})
+
+
+def render_preview_delta(conversation_id: int, content: str) -> str:
+    return render_to_string(f"{LIST_TEMPLATE}#preview-delta", {"conversation_id": conversation_id, "content": content})
+
+
+# --- one conversation's thread -------------------------------------------------------------------------------
+
+
+def arguments_text(arguments) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+ENDED = Turn.ENDED
+
+
+def status_after(event: dict) -> str | None:
+    """The turn's status once this event happened, when the event changes it."""
+    payload = event.get("payload", {})
+    if event["type"] == EventType.DONE:
+        return payload.get("status", Turn.Status.DONE)
+    if event["type"] == EventType.APPROVAL_REQUIRED:
+        return Turn.Status.WAITING
+    if event["sequence"] == 1 or event.get("phase") in ("resumed", "approval_decided"):
+        return Turn.Status.RUNNING
+    return None
+
+
+def event_item(event: dict, *, approval_status: str | None = None) -> dict | None:
+    """One line of a turn's timeline, or None for events shown elsewhere (content, budget)."""
+    kind, payload, phase = event["type"], event.get("payload", {}), event.get("phase", "")
+    item = {"sequence": event["sequence"], "kind": kind, "phase": phase, "turn_id": event["turn"]}
+    if kind == EventType.DELTA or (kind == EventType.ROUTING and phase == BUDGET_PHASE):
+        return None
+    if kind == EventType.STATUS:
+        item["text"] = payload.get("message", phase)
+        item["tools"] = payload.get("recommended_tools") or []
+    elif kind == EventType.ROUTING and phase == "knowledge":
+        keys = [f"{s['key']} v{s['version']}" for s in payload.get("snippets", [])]
+        item["text"] = "Knowledge: " + (", ".join(keys) or "none")
+        item["stale"] = payload.get("stale", [])
+    elif kind == EventType.ROUTING:
+        item["text"] = (
+            f"Bundle: {len(payload.get('loaded', []))} loaded, {payload.get('deferred', 0)} deferred, "
+            f"{payload.get('denied', 0)} denied · {payload.get('loaded_schema_tokens', 0)} of "
+            f"{payload.get('catalog_schema_tokens', 0)} schema tokens"
+        )
+        if payload.get("client_tools"):
+            item["text"] += (f" · {len(payload['client_tools'])} client tools ({payload.get('client_schema_tokens', 0)}"
+                             " schema tokens), run by the API client")  # fmt: skip
+        item["tools"] = payload.get("loaded", []) + payload.get("client_tools", [])
+    elif kind == EventType.TOOL_CALL:
+        item["text"] = f"→ {payload.get('tool_name', '?')}({arguments_text(payload.get('arguments', {}))})"
+        if payload.get("client"):
+            item["text"] += " · client tool: handed to the API client, not run by toolhub"
+    elif kind == EventType.TOOL_RESULT:
+        item["text"] = f"← {payload.get('tool_name', '?')}"
+        item["result"] = payload.get("content", "")[:600]
+        item["is_error"] = payload.get("is_error") or payload.get("refused")
+        item["blocks"] = [shown for block in payload.get("blocks", []) if (shown := shown_block(block))]
+    elif kind == EventType.APPROVAL_REQUIRED:
+        item["approval"] = {
+            "id": payload.get("approval_id"),
+            "tool_name": payload.get("tool_name", "?"),
+            "arguments": arguments_text(payload.get("arguments", {})),
+            "risk": payload.get("risk", ""),
+            "status": approval_status or ToolApproval.Status.PENDING,
+        }
+    elif kind == EventType.ERROR:
+        item["text"] = payload.get("message", "The turn failed.")
+    elif kind == EventType.DONE:
+        took = payload.get("turn_ms")
+        item["text"] = f"Finished: {payload.get('status', 'done')}" + (f" in {took} ms" if took is not None else "")
+    return item
+
+
+_BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
+_MIME = re.compile(r"^[\w.+-]+/[\w.+-]+$")
+
+
+def shown_block(block: dict) -> dict | None:
+    """A non-text content block of a tool result as the console shows it, whole: an image or audio it plays
+    (only from base64 data of an image/ or audio/ type), a resource link or an embedded resource."""
+    kind = block.get("type")
+    if kind in ("image", "audio"):
+        mime, data = str(block.get("mimeType", "")), str(block.get("data", ""))
+        if mime.startswith(f"{kind}/") and _MIME.match(mime) and _BASE64.match(data):
+            return {"kind": kind, "src": f"data:{mime};base64,{data}", "mime": mime, "size": summary(block)}
+        return {"kind": "unshown", "text": summary(block)}
+    if kind == "resource_link":
+        return {"kind": kind, "uri": block.get("uri", ""), "name": block.get("name", ""),
+                "mime": block.get("mimeType", ""), "description": block.get("description", "")}  # fmt: skip
+    if kind == "resource":
+        resource = block.get("resource") or {}
+        shown = {"kind": kind, "uri": resource.get("uri", ""), "mime": resource.get("mimeType", "")}
+        if isinstance(resource.get("text"), str):
+            return shown | {"text": resource["text"]}
+        blob = str(resource.get("blob", ""))
+        if _BASE64.match(blob):  # offered as a download, never opened in the page
+            return shown | {"download": f"data:application/octet-stream;base64,{blob}", "size": summary(block)}
+    return {"kind": "unshown", "text": summary(block)}
+
+
+def budget_bar(figures: dict | None) -> dict | None:
+    """The budget event's figures with each part's share of the window and start on the bar, in percent."""
+    if not figures:
+        return None
+    window = max(figures["window"], 1)
+    parts, offset = [], 0.0
+    for name in ("system", "tools", "knowledge", "memory", "reserve"):
+        percent = round(100 * max(figures[name], 0) / window, 2)
+        # offset: where the part starts on the bar (an SVG rect's x: the Content-Security-Policy allows no style="")
+        parts.append({"name": name, "tokens": figures[name], "percent": percent, "offset": round(offset, 2)})
+        offset += percent
+    return {**figures, "parts": parts, "over": figures["free"] < 0}
+
+
+def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: RoutingLog | None,
+              approvals: dict[int, str]) -> dict:  # fmt: skip
+    """Everything the turn's article shows, from its stored events.
+
+    The status is the one the events reached, as live viewers saw it: the
+    runtime stores an event (approval_required) before it updates the turn
+    row, and a page built in between must not show the older status. An
+    ended row wins (a crash can end a turn without a done event).
+    """
+    items, content, budget = [], [], None
+    status = turn.status
+    for event in events:
+        if turn.status not in ENDED:
+            status = status_after(event) or status
+        if event["type"] == EventType.DELTA:
+            content.append(event["payload"].get("content", ""))
+        elif event["type"] == EventType.ROUTING and event.get("phase") == BUDGET_PHASE:
+            budget = event["payload"]
+        approval_id = event.get("payload", {}).get("approval_id")
+        item = event_item(event, approval_status=approvals.get(approval_id))
+        if item is not None:
+            items.append(item)
+    return {
+        "id": turn.id,
+        "status": status,
+        "model": turn.model,
+        "created_at": turn.created_at,
+        "user_text": user_text,
+        "routing": routing,
+        "budget": budget_bar(budget),
+        "timeline": turn_timeline(events),
+        "items": items,
+        "content": "".join(content),
+        "last": events[-1]["sequence"] if events else 0,
+    }
+
+
+def turn_views(turns: list[Turn]) -> list[dict]:
+    """Views of these turns in four queries whatever their number (events, user messages, logs, approvals)."""
+    ids = [turn.id for turn in turns]
+    events: dict[int, list[dict]] = {turn_id: [] for turn_id in ids}
+    for event in TurnEvent.objects.filter(turn_id__in=ids).order_by("turn_id", "sequence"):
+        events[event.turn_id].append(
+            {
+                "turn": event.turn_id,
+                "sequence": event.sequence,
+                "type": event.type,
+                "phase": event.phase,
+                "payload": event.payload,
+                "created_at": event.created_at.isoformat(),
+            }  # fmt: skip
+        )
+    texts = dict(
+        Message.objects.filter(turn_id__in=ids, role=Message.Role.USER).order_by("id").values_list("turn_id", "content")
+    )
+    logs = {log.turn_id: log for log in RoutingLog.objects.filter(turn_id__in=ids)}
+    approvals = dict(ToolApproval.objects.filter(turn_id__in=ids).values_list("id", "status"))
+    return [
+        turn_view(
+            turn, events[turn.id], user_text=texts.get(turn.id, ""), routing=logs.get(turn.id), approvals=approvals
+        )  # fmt: skip
+        for turn in turns
+    ]
+
+
+def has_running_turn(conversation: Conversation) -> bool:
+    """A turn of the conversation has not ended: its chat's Send waits (static/js/console.js keeps it live)."""
+    return conversation.turns.exclude(status__in=ENDED).exists()
+
+
+def thread(conversation: Conversation) -> list[dict]:
+    return turn_views(list(conversation.turns.order_by("id")))
+
+
+def render_thread(conversation: Conversation, *, can_decide: bool) -> tuple[str, dict[int, int]]:
+    """The whole thread as one fragment (replaces #thread), and the last sequence shown per turn."""
+    turns = thread(conversation)
+    html = render_to_string(
+        f"{CONVERSATION_TEMPLATE}#thread", {"turns": turns, "can_decide": can_decide, "ended": ENDED}
+    )
+    return html, {turn["id"]: turn["last"] for turn in turns}
+
+
+def render_new_turn(turn_id: int, *, can_decide: bool) -> tuple[str, int]:
+    """A turn that started after the page was built, with its events so far, appended to the thread."""
+    (turn,) = turn_views([Turn.objects.get(pk=turn_id)])
+    html = render_to_string(
+        f"{CONVERSATION_TEMPLATE}#new-turn", {"turn": turn, "can_decide": can_decide, "ended": ENDED}
+    )
+    return html, turn["last"]
+
+
+def turn_in_conversation(turn_id: int, conversation_id: int) -> bool:
+    return Turn.objects.filter(pk=turn_id, conversation_id=conversation_id).exists()
+
+
+def needs_routing_log(event: dict) -> bool:
+    """The routing event shows the log; `done` shows it again with what the model called."""
+    return event["type"] == EventType.DONE or (event["type"] == EventType.ROUTING and event.get("phase") == "routing")
+
+
+def timeline_of(turn_id: int, up_to: int | None = None) -> dict | None:
+    """The turn's timeline from its stored events up to sequence `up_to` (a live event redraws it whole, as it
+    stood at that event: a gap filled event by event reads each prefix once, not the whole turn each time)."""
+    return turn_timeline(stored_events(turn_id, up_to=up_to))
+
+
+def routing_log(turn_id: int) -> RoutingLog | None:
+    return RoutingLog.objects.filter(turn_id=turn_id).first()
+
+
+def needs_timeline(event: dict) -> bool:
+    """Every event but a streamed piece redraws the turn's timeline (the pieces show at the next one)."""
+    return event["type"] != EventType.DELTA
+
+
+def render_event(event: dict, *, can_decide: bool, routing: RoutingLog | None = None,
+                 timeline: dict | None = None) -> str:  # fmt: skip
+    """The out-of-band fragments of one live event; pure rendering (the caller fetches the routing log and the
+    timeline)."""
+    payload = event.get("payload", {})
+    context = {
+        "turn_id": event["turn"],
+        "item": event_item(event),
+        "status": status_after(event),
+        "content": payload.get("content", "") if event["type"] == EventType.DELTA else "",
+        "budget": budget_bar(payload) if event.get("phase") == BUDGET_PHASE else None,
+        "routing": routing,
+        "timeline": timeline,
+        "decided": payload if event.get("phase") == "approval_decided" else None,
+        "can_decide": can_decide,
+        "ended": ENDED,
+        "sequence": event["sequence"],
+        "created_at": event.get("created_at", ""),
+    }
+    return render_to_string(f"{CONVERSATION_TEMPLATE}#live-event", context)
+
+
+def missing_events(turn_id: int, *, after: int) -> list[dict]:
+    """Stored events past `after`: what fills a gap when a live event arrives out of order."""
+    return stored_events(turn_id, after=after)

@@ -1,0 +1,163 @@
+"""Routing and overview metrics over a time window, computed from RoutingLogs and Turns (never from memory).
+
+Recommendation precision/recall compare what the steward recommended with
+what the model then called, over finished turns only (turn_ms set).
+"""
+
+import datetime
+import math
+from dataclasses import dataclass
+
+from django.db.models import F, Sum
+from django.db.models.functions import Greatest
+from django.utils import timezone
+
+from agents.models import RetentionDay, RoutingLog, Turn
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """Nearest-rank percentile; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(math.ceil(fraction * len(ordered)) - 1, 0)]
+
+
+@dataclass(frozen=True)
+class MetricsWindow:
+    """A span the routing page offers for its recommendation-quality figures; `key` is its query-string value."""
+
+    key: str
+    label: str
+    span: datetime.timedelta
+
+
+QUALITY_WINDOWS = (
+    MetricsWindow("1h", "last hour", datetime.timedelta(hours=1)),
+    MetricsWindow("24h", "last 24 hours", datetime.timedelta(hours=24)),
+    MetricsWindow("7d", "last 7 days", datetime.timedelta(days=7)),
+    MetricsWindow("30d", "last 30 days", datetime.timedelta(days=30)),
+)
+DEFAULT_QUALITY_WINDOW = QUALITY_WINDOWS[1]
+
+
+def quality_window(key: str | None) -> MetricsWindow:
+    """The window named `key`; the default (24 hours) for a missing or unknown key."""
+    return next((window for window in QUALITY_WINDOWS if window.key == key), DEFAULT_QUALITY_WINDOW)
+
+
+def recommendation_quality(logs: list[RoutingLog]) -> dict:
+    """Analyses, finished turns, precision and recall of `logs`; precision/recall None when nothing to divide."""
+    finished = [log for log in logs if log.turn_ms is not None]
+    hits = sum(len(set(log.recommended) & set(log.called)) for log in finished)
+    recommended = sum(len(set(log.recommended)) for log in finished)
+    called = sum(len(set(log.called)) for log in finished)
+    return {
+        "analyses": len(logs),
+        "finished_turns": len(finished),
+        "precision": hits / recommended if recommended else None,
+        "recall": hits / called if called else None,
+    }
+
+
+def routing_metrics(*, since: datetime.datetime | None = None, until: datetime.datetime | None = None) -> dict:
+    """Figures over [since, until) (default: the 24 hours before now); `stages` splits quality by two_stage."""
+    until = until or timezone.now()
+    since = since or until - datetime.timedelta(hours=24)
+    logs = list(
+        RoutingLog.objects.filter(created_at__gte=since, created_at__lt=until).only(
+            "recommended", "called", "fallback", "two_stage", "steward_ms", "turn_ms"
+        )
+    )
+    latencies = [log.steward_ms for log in logs if log.steward_ms is not None]
+    return {
+        "since": since.isoformat(),
+        "until": until.isoformat(),
+        **recommendation_quality(logs),
+        "fallback_rate": sum(log.fallback for log in logs) / len(logs) if logs else None,
+        "two_stage": sum(log.two_stage for log in logs),
+        "single_stage": sum(not log.two_stage for log in logs),
+        "stages": {
+            "two_stage": recommendation_quality([log for log in logs if log.two_stage]),
+            "single_stage": recommendation_quality([log for log in logs if not log.two_stage]),
+        },
+        "p50_analysis_ms": percentile(latencies, 0.50),
+        "p95_analysis_ms": percentile(latencies, 0.95),
+    }
+
+
+def tokens_saved_total() -> int:
+    """Schema tokens kept out of prompts by deferral over every logged request (RoutingLog.tokens_saved summed),
+    those retention removed included (RetentionDay)."""
+    saved = Greatest(F("catalog_schema_tokens") - F("loaded_schema_tokens") - F("deferred_listing_tokens"), 0)
+    live = RoutingLog.objects.aggregate(total=Sum(saved))["total"] or 0
+    return live + (RetentionDay.objects.aggregate(total=Sum("tokens_saved"))["total"] or 0)
+
+
+def turns_total() -> int:
+    """Every turn ever started: the stored ones and those retention removed (RetentionDay)."""
+    removed = (
+        RetentionDay.objects.aggregate(total=Sum(F("turns_done") + F("turns_failed") + F("turns_cancelled")))["total"]
+        or 0
+    )
+    return Turn.objects.count() + removed
+
+
+def live_counters(*, now: datetime.datetime | None = None) -> dict:
+    """The overview's counters: turns now, the last minute, and the last hour's routing logs."""
+    now = now or timezone.now()
+    hour_ago = now - datetime.timedelta(hours=1)
+    logs = list(
+        RoutingLog.objects.filter(created_at__gte=hour_ago).only(
+            "fallback",
+            "steward_ms",
+            "turn_ms",
+            "catalog_schema_tokens",
+            "loaded_schema_tokens",
+            "deferred_listing_tokens",
+            "created_at",
+        )  # fmt: skip
+    )
+    saved = [log.tokens_saved for log in logs]
+    latest = RoutingLog.objects.only(
+        "catalog_schema_tokens", "loaded_schema_tokens", "deferred_listing_tokens"
+    ).first()  # fmt: skip
+    return {
+        "turns_running": Turn.objects.filter(status=Turn.Status.RUNNING).count(),
+        "turns_waiting": Turn.objects.filter(status=Turn.Status.WAITING).count(),
+        "turns_last_minute": Turn.objects.filter(created_at__gte=now - datetime.timedelta(minutes=1)).count(),
+        "requests_last_hour": len(logs),
+        "fallback_rate": sum(log.fallback for log in logs) / len(logs) if logs else None,
+        "p95_steward_ms": percentile([log.steward_ms for log in logs if log.steward_ms is not None], 0.95),
+        "p95_turn_ms": percentile([log.turn_ms for log in logs if log.turn_ms is not None], 0.95),
+        "saved_last_request": latest.tokens_saved if latest else None,
+        "saved_per_request": round(sum(saved) / len(saved)) if saved else None,
+        "saved_total": tokens_saved_total(),
+    }
+
+
+def turns_per_minute(*, now: datetime.datetime | None = None, minutes: int = 60) -> list[int]:
+    """Turns created in each of the last `minutes` minutes, oldest first."""
+    now = now or timezone.now()
+    start = now - datetime.timedelta(minutes=minutes)
+    counts = [0] * minutes
+    for created in Turn.objects.filter(created_at__gt=start, created_at__lte=now).values_list("created_at", flat=True):
+        counts[min(int((created - start).total_seconds() // 60), minutes - 1)] += 1
+    return counts
+
+
+def recent_latencies(*, limit: int = 60) -> dict[str, list]:
+    """Steward and turn milliseconds of the last `limit` finished requests, oldest first, with each one's start
+    (`started`) and routing log id (`ids`)."""
+    logs = list(
+        RoutingLog.objects.filter(turn_ms__isnull=False).values_list("pk", "created_at", "steward_ms", "turn_ms")[
+            :limit
+        ]
+    )[::-1]
+    return {"steward": [steward or 0 for _, _, steward, _ in logs], "turn": [turn for _, _, _, turn in logs],
+            "started": [created for _, created, _, _ in logs], "ids": [pk for pk, _, _, _ in logs]}  # fmt: skip
+
+
+def recent_requests(*, limit: int = 10) -> list[RoutingLog]:
+    """The overview's latest routing logs, newest first, with only the columns it shows."""
+    return list(RoutingLog.objects.only("query", "fallback", "loaded_schema_tokens", "created_at")[:limit])

@@ -1,0 +1,298 @@
+"""Dashboard pages about conversations: overview, live console, turn search, a tool's activity, routing log,
+workflows, and an operator's actions on a turn (decide an approval, cancel it).
+
+Thin: check the permission, parse the form, call a logic module (fragments, overview, turn_search,
+tool_activity here; agents.turns.start, .approvals, .cancellation, .workflows), render a page or, for htmx, its
+partial. The policy simulation, which replays this app's routing logs, is a page of the policy it simulates
+(catalog.web.views).
+"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from agents.access.abilities import START_TURN, allows
+from agents.models import Conversation, RoutingLog, ToolApproval, Turn, Workflow
+from agents.turns import cancellation
+from agents.turns.approvals import PERMISSION as DECIDE_PERMISSION
+from agents.turns.approvals import ApprovalClosed, decide_approval
+from agents.turns.retention import retention_status
+from agents.turns.start import start_console_turn
+from agents.turns.workflows import WorkflowError, cancel_workflow, http_status_for
+from catalog.knowledge.selectors import stale_snippets
+from catalog.models import Tool
+from catalog.policies.selectors import catalog_schema_tokens, tools_needing_policy
+
+from . import fragments
+from . import overview as live_overview
+from .forms import (
+    CancelWorkflowForm,
+    ChatForm,
+    RoutingFilterForm,
+    ToolActivityForm,
+    TurnSearchForm,
+    WorkflowFilterForm,
+)
+from .metrics import (
+    DEFAULT_QUALITY_WINDOW,
+    QUALITY_WINDOWS,
+    MetricsWindow,
+    quality_window,
+    routing_metrics,
+)
+from .tool_activity import tool_activity
+from .turn_search import search_page
+
+ROUTING_PAGE_SIZE = 200
+WORKFLOW_PAGE_SIZE = 200
+
+
+def _back(request, default: str) -> str:
+    back = request.POST.get("next", "")
+    return back if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}) else default
+
+
+@login_required
+def overview(request):
+    context = {
+        "tool_count": Tool.objects.filter(enabled=True).count(),
+        "needs_policy_count": tools_needing_policy().count(),
+        "catalog_tokens": catalog_schema_tokens(),
+        "retention": retention_status(),
+        "stale_snippet_count": len(stale_snippets()),
+        **live_overview.live_context(),
+    }
+    return render(request, "agents/overview.html", context)
+
+
+@login_required
+@permission_required("agents.view_turn", raise_exception=True)
+@require_http_methods(["GET", "POST"])
+def console_list(request):
+    """GET: recent conversations (live over /ws/console/). POST: an operator starts a new conversation."""
+    form = None
+    if allows(request.user, START_TURN):
+        form = ChatForm(request.POST or None)
+    if request.method == "POST":
+        if form is None:
+            raise PermissionDenied("You may not start a conversation.")
+        if form.is_valid():
+            turn = start_console_turn(
+                user=request.user, text=form.cleaned_data["message"], model_profile=form.model_profile()
+            )
+            return redirect("console-conversation", conversation_id=turn.conversation_id)
+    context = {"rows": fragments.conversation_rows(), "form": form}
+    return render(request, "agents/console.html", context, status=400 if form is not None and form.errors else 200)
+
+
+@login_required
+@permission_required("agents.view_turn", raise_exception=True)
+@require_http_methods(["GET", "POST"])
+def console_conversation(request, conversation_id: int):
+    """GET: the thread (history now, live over /ws/console/<id>/). POST: its owner adds a turn."""
+    conversation = get_object_or_404(Conversation.objects.select_related("owner"), pk=conversation_id)
+    may_start = allows(request.user, START_TURN)
+    may_chat = may_start and conversation.owner_id == request.user.pk
+    form = ChatForm(request.POST or None) if may_chat else None
+    if request.method == "POST":
+        if form is None:
+            raise PermissionDenied("You may not add to this conversation.")
+        if form.is_valid():
+            turn = start_console_turn(user=request.user, text=form.cleaned_data["message"], conversation=conversation)
+            if request.htmx:
+                context = {"form": ChatForm(), "conversation": conversation, "running": True, "sent_turn": turn.id}
+                return render(request, "agents/conversation.html#chat", context)
+            return redirect("console-conversation", conversation_id=conversation.pk)
+        if request.htmx:
+            context = {"form": form, "conversation": conversation, "running": fragments.has_running_turn(conversation)}
+            return render(request, "agents/conversation.html#chat", context, status=400)
+    context = {
+        "conversation": conversation,
+        "turns": fragments.thread(conversation),
+        "can_decide": request.user.has_perm(DECIDE_PERMISSION),
+        "form": form,
+        "may_start": may_start,
+        "running": fragments.has_running_turn(conversation),
+        "ended": fragments.ENDED,
+    }
+    return render(request, "agents/conversation.html", context)
+
+
+@require_GET
+@login_required
+@permission_required("agents.view_turn", raise_exception=True)
+def turn_search(request):
+    """Turns matching the filters of the query string, a page at a time; a bad filter is a 400 showing the form's
+    error (and no results)."""
+    form = TurnSearchForm(request.GET)
+    context = {"form": form, "page": None, "rows": []}
+    if form.is_valid():
+        page, rows = search_page(form.filters(), request.GET.get("page"))
+        params = request.GET.copy()
+        params.pop("page", None)
+        context |= {"page": page, "rows": rows, "query": params.urlencode()}
+    return render(request, "agents/search.html", context, status=200 if form.is_valid() else 400)
+
+
+@require_GET
+@login_required
+@permission_required("agents.view_turn", raise_exception=True)
+def tool_activity_view(request, name: str):
+    """A catalog tool's calls, errors and latency over a period, and its recent calls with links to their turns."""
+    tool = get_object_or_404(Tool.objects.only("name", "description"), name=name)
+    params = request.GET.copy()
+    params.setdefault("window", DEFAULT_QUALITY_WINDOW.key)  # the select shows the period the figures cover
+    form = ToolActivityForm(params)
+    context = {"tool": tool, "form": form}
+    if not form.is_valid():
+        return render(request, "agents/tool_activity.html", context, status=400)
+    window = form.period()
+    until = timezone.now()
+    context |= {"window": window, "since": until - window.span, "until": until,
+                "activity": tool_activity(tool.name, since=until - window.span, until=until)}  # fmt: skip
+    return render(request, "agents/tool_activity.html", context)
+
+
+@require_POST
+@login_required
+def cancel_turn(request, turn_id: int):
+    """An operator cancels an unfinished turn (agents.turns.cancellation); 409 when it had already ended. The console
+    shows the end from the turn's events; htmx gets an empty answer, a plain form the conversation again."""
+    if not request.user.has_perm(cancellation.PERMISSION):
+        raise PermissionDenied("You may not cancel turns.")
+    turn = get_object_or_404(Turn, pk=turn_id)
+    if not cancellation.cancel_turn(turn_id=turn.pk, user=request.user):
+        turn.refresh_from_db(fields=["status"])  # it may have ended since it was read
+        return HttpResponse(f"Turn {turn.pk} had already ended ({turn.status}).", status=409)
+    if request.htmx:
+        return HttpResponse(status=204)
+    messages.success(request, f"Turn {turn.pk} cancelled.")
+    return redirect("console-conversation", conversation_id=turn.conversation_id)
+
+
+@require_POST
+@login_required
+def decide(request, approval_id: int):
+    """Approve or deny a pending risky call. decide_approval checks the permission (PermissionDenied -> 403).
+
+    htmx gets the approval's fragment back (409 with the reason when it was already closed).
+    """
+    pending = get_object_or_404(ToolApproval.objects.select_related("turn"), pk=approval_id)
+    # Without JS the form posts and comes back: to `next`, else the conversation (fragments sent over the
+    # WebSocket are rendered without a request, so their form has no `next`).
+    back = _back(request, reverse("console-conversation", args=[pending.turn.conversation_id]))
+    decision = request.POST.get("decision")
+    if decision not in {"approve", "deny"}:
+        if request.htmx:
+            return HttpResponse("Choose approve or deny.", status=400)
+        messages.error(request, "Choose approve or deny.")
+        return redirect(back)
+    try:
+        approval = decide_approval(approval_id=approval_id, user=request.user, approve=decision == "approve")
+    except ApprovalClosed as closed:
+        if request.htmx:
+            pending.refresh_from_db()
+            context = {"approval": _approval_view(pending, status=pending.status, note=str(closed))}
+            return render(request, "agents/conversation.html#approval", context, status=409)
+        messages.error(request, str(closed))
+    else:
+        if request.htmx:
+            context = {"approval": _approval_view(approval, status=approval.status)}
+            return render(request, "agents/conversation.html#approval", context)
+        messages.success(request, f"{approval.tool_name}: {approval.status}.")
+    return redirect(back)
+
+
+def _approval_view(approval: ToolApproval, *, status: str, note: str = "") -> dict:
+    return {"id": approval.pk, "tool_name": approval.tool_name, "risk": approval.risk,
+            "arguments": fragments.arguments_text(approval.arguments), "status": status, "note": note}  # fmt: skip
+
+
+@require_GET
+@login_required
+@permission_required("agents.view_routinglog", raise_exception=True)
+def routing_list(request):
+    """The routing log (filtered) under the recommendation quality of a window; htmx gets whichever part it targets."""
+    window = quality_window(request.GET.get("window"))
+    if request.htmx and request.htmx.target == "quality":
+        return render(request, "agents/routing.html#quality", _quality_context(request, window) | {"oob": True})
+    form = RoutingFilterForm(request.GET)
+    logs = form.filter(RoutingLog.objects.defer("knowledge", "deferred"))
+    context = {"form": form, "logs": logs[:ROUTING_PAGE_SIZE], "page_size": ROUTING_PAGE_SIZE,
+               "query": request.GET.urlencode(), "window": window}  # fmt: skip
+    if request.htmx:
+        return render(request, "agents/routing.html#log-table", context)
+    return render(request, "agents/routing.html", context | _quality_context(request, window))
+
+
+def _quality_context(request, window: MetricsWindow) -> dict:
+    """The recommendation-quality section: its figures and one link per window that keeps the other parameters."""
+    now = timezone.now()
+    metrics = routing_metrics(since=now - window.span, until=now)
+    links = []
+    for choice in QUALITY_WINDOWS:
+        params = request.GET.copy()
+        params["window"] = choice.key
+        links.append({"window": choice, "query": params.urlencode(), "current": choice == window})
+    rows = [("All", metrics), ("Two-stage", metrics["stages"]["two_stage"]),
+            ("Single-stage", metrics["stages"]["single_stage"])]  # fmt: skip
+    return {"window": window, "window_links": links, "quality": metrics, "quality_rows": rows}
+
+
+@require_GET
+@login_required
+@permission_required("agents.view_routinglog", raise_exception=True)
+def routing_detail(request, log_id: int):
+    log = get_object_or_404(RoutingLog.objects.select_related("turn"), pk=log_id)
+    back = request.GET.get("back", "")
+    return render(request, "agents/routing_detail.html", {"log": log, "back": back})
+
+
+@require_GET
+@login_required
+@permission_required("agents.view_workflow", raise_exception=True)
+def workflow_list(request):
+    form = WorkflowFilterForm(request.GET)
+    workflows = form.filter(Workflow.objects.select_related("owner").defer("state", "result"))
+    context = {
+        "form": form,
+        "workflows": workflows[:WORKFLOW_PAGE_SIZE],
+        "page_size": WORKFLOW_PAGE_SIZE,
+        "can_cancel": request.user.has_perm("agents.change_workflow"),
+        "query": request.GET.urlencode(),
+        "now": timezone.now(),
+    }
+    template = "agents/workflows.html#workflow-table" if request.htmx else "agents/workflows.html"
+    return render(request, template, context)
+
+
+@require_POST
+@login_required
+@permission_required("agents.change_workflow", raise_exception=True)
+def workflow_cancel(request, workflow_id: int):
+    """Cancel at the version the page showed; a stale version (or a closed workflow) is a message, 409 for htmx."""
+    workflow = get_object_or_404(Workflow.objects.select_related("owner"), pk=workflow_id)
+    form = CancelWorkflowForm(request.POST)
+    error = None
+    if not form.is_valid():
+        error, status = "The form was incomplete: reload the page.", 400
+    else:
+        try:
+            workflow = cancel_workflow(workflow_id=workflow_id, expected_version=form.cleaned_data["version"])
+        except WorkflowError as refused:
+            error, status = str(refused), http_status_for(refused)
+            workflow.refresh_from_db()
+    if request.htmx:
+        context = {"workflow": workflow, "can_cancel": True, "error": error, "now": timezone.now()}
+        return render(request, "agents/workflows.html#workflow-row", context, status=status if error else 200)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, f"Workflow {workflow.pk} cancelled.")
+    return redirect(_back(request, "workflows"))

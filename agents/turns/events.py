@@ -1,0 +1,141 @@
+"""The one way to emit a turn event: store it (TurnEvent, numbered), then broadcast after commit.
+
+Streams (SSE, console) replay stored events first and then follow the
+channel-layer groups `turn.<id>` and `console`, so nothing is missed
+whichever side starts first. Never broadcast an event that is not stored.
+"""
+
+import asyncio
+import logging
+import os
+import threading
+from functools import partial
+
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from agents.models import Turn, TurnEvent
+
+log = logging.getLogger(__name__)
+
+CONSOLE_GROUP = "console"
+MESSAGE_TYPE = "turn.event"  # consumers handle it with a turn_event method
+BROADCAST_TIMEOUT = 10  # seconds a broadcast may wait for the channel layer (Redis) before it is given up
+
+
+class FailureReason:
+    """Why a turn failed: the `reason` of its error event (agents.openai_api.errors gives each its own HTTP error)."""
+
+    MODEL_UNAVAILABLE = "model_unavailable"  # the model server could not be reached or failed
+    MODEL_TIMEOUT = "model_timeout"  # the model server did not answer within TOOLHUB_MODEL_TIMEOUT
+    CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"  # the newest turn outgrew the model's budget mid-turn
+    TURN_TIMEOUT = "turn_timeout"  # the turn did not finish within TOOLHUB_TURN_TIME_LIMIT
+    WORKER_LOST = "worker_lost"  # its worker died after the answer had begun (agents/turns/watchdog.py)
+    CANCELLED = "cancelled"  # an operator cancelled it (agents/turns/cancellation.py)
+    INTERNAL = "internal"
+
+
+def turn_group(turn_id: int) -> str:
+    return f"turn.{turn_id}"
+
+
+def serialize(event: TurnEvent) -> dict:
+    return {
+        "turn": event.turn_id,
+        "sequence": event.sequence,
+        "type": event.type,
+        "phase": event.phase,
+        "payload": event.payload,
+        "created_at": event.created_at.isoformat(),
+    }
+
+
+def broadcast(event: TurnEvent) -> None:
+    """Send the stored event to its turn's group and the console group, in order, and wait until sent.
+
+    The in-memory layer (embedded default) lives on the loop that runs the
+    consumers, so it is reached through async_to_sync from the turn's thread
+    (started by sync_to_async from that loop). A network layer (Redis) is
+    reached through one long-lived loop per process: async_to_sync from a
+    thread without a loop (a Celery worker) would start a thread and a loop
+    for every call, and the Redis layer a connection for every loop.
+    """
+    layer = get_channel_layer()
+    message = {"type": MESSAGE_TYPE, "event": serialize(event)}
+
+    async def send() -> None:
+        for group in (turn_group(event.turn_id), CONSOLE_GROUP):
+            await layer.group_send(group, message)
+
+    # Best effort: the event is stored, and streams read the store whenever the layer is quiet, so a Redis
+    # fault (a restart) delays what they see by a second; it never fails the turn.
+    try:
+        if isinstance(layer, InMemoryChannelLayer):
+            async_to_sync(send)()
+        else:
+            future = asyncio.run_coroutine_threadsafe(send(), _sender_loop())
+            try:
+                future.result(timeout=BROADCAST_TIMEOUT)
+            except TimeoutError:
+                future.cancel()
+                raise
+    except Exception as error:
+        log.warning("event %s of turn %s stored, not broadcast: %r", event.sequence, event.turn_id, error)
+
+
+_sender: tuple[int, asyncio.AbstractEventLoop] | None = None
+_sender_lock = threading.Lock()
+
+
+def _sender_loop() -> asyncio.AbstractEventLoop:
+    """This process's broadcast loop, in a daemon thread; a forked child (a prefork worker) starts its own."""
+    global _sender
+    with _sender_lock:
+        if _sender is None or _sender[0] != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="toolhub-broadcast", daemon=True).start()
+            _sender = (os.getpid(), loop)
+        return _sender[1]
+
+
+class TurnTakenOver(Exception):
+    """The run emitting is no longer the turn's: the watchdog failed or restarted the turn
+    (agents/turns/watchdog.py)."""
+
+
+def emit(turn_id: int, type: str, *, phase: str = "", attempt: int | None = None, **payload) -> TurnEvent:
+    """Store the next event of the turn and send it once the transaction commits.
+
+    `attempt`: the run emitting (Turn.attempt); the event is refused (TurnTakenOver) unless that run still holds
+    the running turn, so a run the watchdog gave up on never adds to the turn's events.
+    """
+    for _attempt in range(5):
+        try:
+            with transaction.atomic():
+                if (
+                    attempt is not None
+                    and Turn.objects.select_for_update()
+                    .filter(pk=turn_id, attempt=attempt, status=Turn.Status.RUNNING)
+                    .values_list("pk", flat=True)
+                    .first()
+                    is None
+                ):
+                    raise TurnTakenOver(f"turn {turn_id} is no longer run by attempt {attempt}")
+                latest = TurnEvent.objects.filter(turn_id=turn_id).aggregate(latest=Max("sequence"))["latest"]
+                event = TurnEvent.objects.create(
+                    turn_id=turn_id, sequence=(latest or 0) + 1, type=type, phase=phase, payload=payload
+                )
+        except IntegrityError:
+            continue  # another emitter took this sequence number; take the next
+        transaction.on_commit(partial(broadcast, event))
+        return event
+    raise RuntimeError(f"could not number an event of turn {turn_id} after 5 attempts")
+
+
+def stored_events(turn_id: int, *, after: int = 0, up_to: int | None = None) -> list[dict]:
+    events = TurnEvent.objects.filter(turn_id=turn_id, sequence__gt=after).order_by("sequence")
+    if up_to is not None:
+        events = events.filter(sequence__lte=up_to)
+    return [serialize(event) for event in events]

@@ -1,0 +1,52 @@
+"""Writes of RoutingLog: one per steward analysis, completed when the turn knows what was called; and the logged
+requests as the policy simulation replays them (registered with catalog.policies.versions by AgentsConfig)."""
+
+from agents.models import RoutingLog, Turn
+from catalog.policies.bundle import CapabilityBundle
+from catalog.policies.decision import RoutingDecision
+from catalog.policies.versions import Replay
+
+
+def record_analysis(result, *, query: str, turn: Turn | None = None, bundle: CapabilityBundle | None = None,
+                    two_stage: bool = True) -> RoutingLog:  # fmt: skip
+    """Store what the steward decided and, when given, what the bundle exposed."""
+    log = RoutingLog(
+        turn=turn,
+        query=query,
+        intent=result.intent,
+        decision=result.decision.as_dict(),
+        recommended=list(result.recommended_tools),
+        steward_mode=result.mode,
+        steward_ms=round(result.latency_ms),
+        fallback=result.fallback,
+        two_stage=two_stage,
+    )
+    if bundle is not None:
+        log.exposed = list(bundle.loaded_names)
+        log.deferred = list(bundle.deferred_names)
+        log.denied = [{"name": d.name, "reason": d.reason} for d in bundle.denied]
+        log.loaded_schema_tokens = bundle.loaded_schema_tokens
+        log.deferred_listing_tokens = bundle.archive_tokens
+        log.catalog_schema_tokens = bundle.catalog_schema_tokens
+    log.save()
+    return log
+
+
+def record_outcome(log: RoutingLog, *, called: list[str], turn_ms: int) -> None:
+    """What the model actually called, once the turn is over."""
+    RoutingLog.objects.filter(pk=log.pk).update(called=list(dict.fromkeys(called)), turn_ms=turn_ms)
+
+
+def recent_replays(count: int) -> list[Replay]:
+    """The last `count` routing logs as requests to replay under a draft policy, newest first."""
+    logs = RoutingLog.objects.only("query", "decision", "recommended", "called", "created_at")[:count]
+    return [
+        Replay(
+            RoutingDecision.from_dict(log.decision),
+            tuple(log.recommended),
+            tuple(log.called),
+            log.query,
+            log.created_at,
+        )  # fmt: skip
+        for log in logs
+    ]

@@ -1,0 +1,123 @@
+"""The contract between the router (agents) and the policy engine (catalog): plain data only.
+
+`RoutingDecision` is what agents.router produces and catalog.policies.bundle reads.
+`CatalogEntry` is the read-only view of one tool and its policy that the
+bundle rules look at; `load_catalog()` builds them in two queries.
+"""
+
+from dataclasses import dataclass
+
+from catalog.models import Action, Tool
+from catalog.search.service import catalog_state
+
+from .deferral import is_deferred
+
+
+@dataclass(frozen=True)
+class RoutingDecision:
+    action: str = Action.ANSWER
+    domains: frozenset[str] = frozenset()
+    confidence: float = 0.0
+    phase: str = ""  # the active workflow's phase; "" outside a workflow
+    side_query: bool = False  # a read question asked inside a workflow
+
+    def as_dict(self) -> dict:
+        return {
+            "action": str(self.action),
+            "domains": sorted(self.domains),
+            "confidence": round(self.confidence, 3),
+            "phase": self.phase,
+            "side_query": self.side_query,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RoutingDecision":
+        """The inverse of as_dict (a RoutingLog stores that form)."""
+        return cls(
+            action=data.get("action", Action.ANSWER),
+            domains=frozenset(data.get("domains", ())),
+            confidence=float(data.get("confidence", 0.0)),
+            phase=data.get("phase", ""),
+            side_query=bool(data.get("side_query", False)),
+        )
+
+
+@dataclass(frozen=True)
+class PolicyView:
+    status: str
+    operation: str
+    risk: str
+    domains: frozenset[str]
+    workflow_phases: tuple[str, ...]
+    aliases: tuple[str, ...]
+    requires_confirmation: bool
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    name: str
+    description: str
+    input_schema: dict
+    schema_tokens: int
+    enabled: bool
+    always_load: bool
+    deferred: bool
+    policy: PolicyView | None
+    # What an MCP server listed beside the schema (empty for other tools); toolhub's /mcp lists it unchanged.
+    title: str = ""
+    output_schema: dict | None = None
+    annotations: dict | None = None
+
+    def definition(self) -> dict:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
+        }
+
+
+def entry_for(tool: Tool) -> CatalogEntry:
+    policy = getattr(tool, "policy", None)
+    view = None
+    if policy is not None:
+        view = PolicyView(
+            status=policy.status,
+            operation=policy.operation,
+            risk=policy.risk,
+            domains=frozenset(domain.name for domain in policy.domains.all()),
+            workflow_phases=tuple(policy.workflow_phases),
+            aliases=tuple(policy.aliases),
+            requires_confirmation=policy.requires_confirmation,
+        )
+    return CatalogEntry(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        schema_tokens=tool.schema_tokens,
+        enabled=tool.enabled,
+        always_load=tool.always_load,
+        deferred=is_deferred(tool),
+        policy=view,
+        title=tool.title,
+        output_schema=tool.output_schema,
+        annotations=tool.annotations,
+    )
+
+
+def load_catalog() -> list[CatalogEntry]:
+    """Every tool with its policy, as plain values."""
+    tools = Tool.objects.select_related("policy").prefetch_related("policy__domains")
+    return [entry_for(tool) for tool in tools]
+
+
+_current: tuple[tuple, tuple[CatalogEntry, ...]] | None = None
+
+
+def current_catalog() -> tuple[CatalogEntry, ...]:
+    """The process's copy of the catalog, reloaded when the catalog state moves (one query per call)."""
+    global _current
+    state = catalog_state()
+    cached = _current
+    if cached is None or cached[0] != state:
+        cached = (state, tuple(load_catalog()))
+        _current = cached
+    return cached[1]

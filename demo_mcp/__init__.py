@@ -1,6 +1,0 @@
-"""The demo Loyalty MCP server: a real MCP program that serves the Loyalty tools of the demo catalog.
-
-It imports only the pure data module catalog.demo.loyalty (never Django) and
-keeps its state in its own small SQLite file. Run it with
-`python -m demo_mcp.loyalty_server --db PATH`.
-"""
