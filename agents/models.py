@@ -168,9 +168,23 @@ def default_profile() -> ModelProfile:
 
 
 class Conversation(models.Model):
+    class Channel(models.TextChoices):
+        """Which door the conversation came through (the console chat, the OpenAI-compatible API, a tools/call over
+        /mcp); the same words as the logs' `channel` (toolhub.log_context)."""
+
+        CONSOLE = "console", "console"
+        API = "api", "API"
+        MCP = "mcp", "MCP"
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
     model_profile = models.ForeignKey(ModelProfile, null=True, blank=True, on_delete=models.SET_NULL)
+    channel = models.CharField(max_length=16, choices=Channel.choices, default=Channel.CONSOLE, db_index=True)
+    # The key that started it (API and MCP); kept as a name once the key is deleted, so the page still says whose.
+    api_key = models.ForeignKey(
+        "ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations"
+    )
+    api_key_name = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -209,6 +223,9 @@ class Turn(models.Model):
     attempt = models.PositiveSmallIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     deadline_at = models.DateTimeField(null=True, blank=True)
+    # When its task was last handed to the broker (agents/turns/dispatch.py): a turn still queued a lease after that
+    # lost its task (a broker that restarted without persistence) and is handed over again by the watchdog.
+    published_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -458,6 +475,9 @@ class ToolApproval(models.Model):
         APPROVED = "approved"
         DENIED = "denied"
         EXPIRED = "expired"  # no decision in time: treated as denied
+        CANCELLED = "cancelled"  # its turn was cancelled before a decision (agents.turns.cancellation)
+
+    REASON_MAX_LENGTH = 500
 
     turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="approvals")
     tool_call_id = models.CharField(max_length=100)
@@ -469,6 +489,9 @@ class ToolApproval(models.Model):
     expires_at = models.DateTimeField()
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.CharField(
+        max_length=REASON_MAX_LENGTH, blank=True, help_text="Why it was denied, as the model is told (optional)."
+    )
 
     class Meta:
         ordering = ["-requested_at"]

@@ -1,17 +1,73 @@
 """Celery tasks: thin wrappers that take ids and call the runtime or a service."""
 
+import contextlib
+from typing import Any
+
 from celery import shared_task
 from django.conf import settings
 from oauth2_provider.models import clear_expired
+from opentelemetry.trace import StatusCode
+from opentelemetry.util.types import AttributeValue
 
+from toolhub.log_context import bound
+from toolhub.tracing import tracer
+
+from .models import ToolApproval, Turn
 from .turns import approvals, retention, runtime, watchdog
 from .turns.workflows import cleanup_workflows
 
 
 @shared_task(acks_late=True, time_limit=settings.TOOLHUB_TURN_TIME_LIMIT, ignore_result=True)
 def run_turn(turn_id: int) -> None:
-    """Idempotent: a finished turn is skipped, a redelivered running one restarts cleanly."""
-    runtime.run_turn(turn_id)
+    """Idempotent: a finished turn is skipped, a redelivered running one restarts cleanly. Whatever it logs carries
+    the turn and its conversation (toolhub.log_context); with traces on it is an `invoke_agent` span, a child of
+    the request that started or resumed the turn (the task carries its context)."""
+    conversation_id = Turn.objects.filter(pk=turn_id).values_list("conversation_id", flat=True).first()
+    with bound(turn_id=turn_id, conversation_id=conversation_id), turn_span(turn_id, conversation_id):
+        runtime.run_turn(turn_id)
+
+
+@contextlib.contextmanager
+def turn_span(turn_id: int, conversation_id: int | None):
+    """The turn's span (GenAI `invoke_agent`): how the run ended, and the approval waits it ends or starts (a
+    resumed run shows each wait it ends as a span from the request to the decision; a run that pauses, an
+    `approval_wait` event per pending call)."""
+    with tracer().start_as_current_span("invoke_agent toolhub") as span:
+        if not span.is_recording():
+            yield
+            return
+        span.set_attributes({
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "toolhub",
+            "gen_ai.conversation.id": str(conversation_id or ""),
+            "toolhub.turn.id": turn_id,
+        })  # fmt: skip
+        turn = Turn.objects.filter(pk=turn_id)
+        before: dict[str, Any] = dict(turn.values("status", "heartbeat_at").first() or {})
+        yield
+        after: dict[str, Any] = dict(turn.values("status", "attempt", "model").first() or {})
+        span.set_attributes({f"toolhub.turn.{name}": value for name, value in after.items()})
+        if after.get("status") == Turn.Status.FAILED:
+            span.set_status(StatusCode.ERROR, "the turn failed")
+        approvals = ToolApproval.objects.filter(turn_id=turn_id)
+        if before.get("status") == Turn.Status.WAITING and before.get("heartbeat_at"):
+            for approval in approvals.filter(decided_at__gte=before["heartbeat_at"]):
+                attributes: dict[str, AttributeValue] = {
+                    "gen_ai.tool.name": approval.tool_name,
+                    "toolhub.approval.id": approval.pk,
+                    "toolhub.approval.status": approval.status,
+                }
+                start = _ns(approval.requested_at)
+                tracer().start_span(f"approval_wait {approval.tool_name}", start_time=start,
+                                    attributes=attributes).end(end_time=_ns(approval.decided_at))  # fmt: skip
+        if after.get("status") == Turn.Status.WAITING:
+            for approval in approvals.filter(status=ToolApproval.Status.PENDING):
+                span.add_event("approval_wait", {"gen_ai.tool.name": approval.tool_name,
+                                                 "toolhub.approval.id": approval.pk})  # fmt: skip
+
+
+def _ns(moment) -> int:
+    return int(moment.timestamp() * 1_000_000_000)
 
 
 @shared_task(ignore_result=True)

@@ -4,6 +4,8 @@ Pure functions over plain values; they never touch the database and never
 adjust anything to the queries they score.
 """
 
+import functools
+import gzip
 import hashlib
 import json
 import random
@@ -12,13 +14,24 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import bm25s
 import numpy as np
 from django.conf import settings
 
 from agents.router import StewardContext
 from agents.router.lexicon import Lexicon
+from agents.router.rules import RANKING_EXAMPLE_WEIGHT, RANKING_LIMIT
 from catalog.policies.decision import CatalogEntry, PolicyView
-from catalog.search.index import STOPWORDS, ExampleDocument, ToolDocument, ToolSearchIndex, name_words, words
+from catalog.search import embeddings
+from catalog.search.index import (
+    STOPWORDS,
+    ExampleDocument,
+    ToolDocument,
+    ToolSearchIndex,
+    full_text,
+    name_words,
+    words,
+)
 
 
 class BenchFileError(ValueError):
@@ -104,12 +117,14 @@ def read_requests(path) -> list[dict]:
 def tool_documents(tools: Iterable[dict]) -> list[ToolDocument]:
     """Catalog items as the runtime's search documents (bench items have no policy: no aliases/domains)."""
     return [
-        ToolDocument(
-            name=item["name"],
-            description=item["description"],
-            aliases=tuple(item.get("aliases") or ()),
-            domains=tuple(item.get("domains") or ()),
-            parameter_names=tuple((item.get("parameters") or {}).get("properties", {}) or ()),
+        ToolDocument.of(
+            item["name"],
+            item["description"],
+            item.get("parameters"),
+            title=item.get("title") or "",
+            annotations=item.get("annotations"),
+            aliases=item.get("aliases") or (),
+            domains=item.get("domains") or (),
             original_name=item.get("original_name") or item["name"],
         )
         for item in tools
@@ -177,9 +192,13 @@ def scaled_catalog(tools: Sequence[dict], size: int, *, seed: int = 0) -> list[d
 
 
 def _read(path) -> str:
+    """A bench file's text; a name ending in .gz is read through gzip (the larger catalogs ship compressed)."""
     try:
+        if str(path).endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                return handle.read()
         return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise BenchFileError(path, 0, f"cannot read the file ({exc})") from None
 
 
@@ -242,6 +261,19 @@ def lenient_recall_at_k(ranked: Sequence[str], expected: Collection[str], k: int
     return sum(originals.get(name, name) in top for name in expected) / len(expected)
 
 
+def completeness_at_k(ranked: Sequence[str], expected: Collection[str], k: int) -> float:
+    """1 when every expected tool is in the top k, else 0."""
+    top = set(ranked[:k])
+    return float(all(name in top for name in expected))
+
+
+def ndcg_at_k(ranked: Sequence[str], expected: Collection[str], k: int) -> float:
+    """Normalised discounted cumulative gain at k, binary relevance."""
+    gain = sum(1.0 / np.log2(rank + 1) for rank, name in enumerate(ranked[:k], start=1) if name in expected)
+    ideal = sum(1.0 / np.log2(rank + 1) for rank in range(1, min(k, len(expected)) + 1))
+    return gain / ideal if ideal else 0.0
+
+
 def reciprocal_rank(ranked: Sequence[str], expected: Collection[str]) -> float:
     for rank, name in enumerate(ranked, start=1):
         if name in expected:
@@ -256,9 +288,12 @@ def percentile_ms(seconds: Sequence[float], q: float) -> float:
 def summarize(
     rankings: Sequence[Sequence[str]], queries: Sequence[BenchQuery], originals: dict[str, str], *, k: int = 5
 ) -> dict:
-    """Mean recall@1/5/10/k, lenient recall@k, MRR over the ranked lists, and recall@k per source."""
-    ks = sorted({1, 5, 10, k})
+    """Mean recall@1/3/5/10/k, NDCG@10, completeness@5/@10 (all expected tools in the top k), lenient recall@k and MRR
+    over the ranked lists; recall@k per source and completeness@10 per number of expected tools."""
+    ks = sorted({1, 3, 5, 10, k})
     totals = {f"recall@{n}": 0.0 for n in ks} | {f"lenient_recall@{k}": 0.0, "mrr": 0.0}
+    totals |= {"ndcg@10": 0.0, "completeness@5": 0.0, "completeness@10": 0.0}
+    by_size: dict[str, list[float]] = {}
     per_source: dict[str, dict[str, float]] = {}
     for ranked, query in zip(rankings, queries, strict=True):
         expected = set(query.expected_tools)
@@ -267,6 +302,13 @@ def summarize(
         lenient = lenient_recall_at_k(ranked, expected, k, originals)
         totals[f"lenient_recall@{k}"] += lenient
         totals["mrr"] += reciprocal_rank(ranked, expected)
+        totals["ndcg@10"] += ndcg_at_k(ranked, expected, 10)
+        totals["completeness@5"] += completeness_at_k(ranked, expected, 5)
+        complete = completeness_at_k(ranked, expected, 10)
+        totals["completeness@10"] += complete
+        size = by_size.setdefault(str(min(len(expected), 3)) + ("+" if len(expected) >= 3 else ""), [0, 0.0])
+        size[0] += 1
+        size[1] += complete
         source = per_source.setdefault(query.source, {"n": 0, f"recall@{k}": 0.0, f"lenient_recall@{k}": 0.0})
         source["n"] += 1
         source[f"recall@{k}"] += recall_at_k(ranked, expected, k)
@@ -276,6 +318,9 @@ def summarize(
     result["per_source"] = {
         name: {key: (value if key == "n" else round(value / figures["n"], 4)) for key, value in figures.items()}
         for name, figures in sorted(per_source.items())
+    }
+    result["completeness@10_by_tools_needed"] = {
+        size: {"n": n, "completeness@10": round(total / n, 4)} for size, (n, total) in sorted(by_size.items())
     }
     return result
 
@@ -293,6 +338,28 @@ def name_substring_ranking(query: str, names: Sequence[str], limit: int) -> list
         if hits:
             counted.append((-hits, position, name))
     return [name for _, _, name in sorted(counted)[:limit]]
+
+
+class FullTextBM25:
+    """The standard baseline: bm25s with its defaults and English stop words over each tool's full text (the name's
+    words, description, parameter names and descriptions, enum values: catalog.search.index.full_text)."""
+
+    def __init__(self, documents: Sequence[ToolDocument]):
+        self.names = [d.name for d in documents]
+        self.retriever = bm25s.BM25()
+        texts = [full_text(d) for d in documents]
+        corpus = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+        self.retriever.index(corpus, show_progress=False)
+
+    def scores(self, query: str) -> np.ndarray:
+        tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+        ids = self.retriever.get_tokens_ids(tokens)
+        return self.retriever.get_scores_from_ids(ids) if ids else np.zeros(len(self.names), dtype=np.float32)
+
+    def rank(self, query: str, limit: int) -> list[str]:
+        scores = self.scores(query)
+        top = [i for i in np.argsort(-scores, kind="stable")[:limit] if scores[i] > 0]
+        return [self.names[i] for i in top]
 
 
 def timed(rank: Callable[[str], list[str]], queries: Sequence[BenchQuery]) -> tuple[list[list[str]], list[float]]:
@@ -317,10 +384,40 @@ BENCH_POLICY = PolicyView(
 )
 
 
-def bench_context(tools: list[dict], index: ToolSearchIndex, search=None) -> StewardContext:
+def search_and_routing_indexes(documents, *, dense: bool, examples=(), cold=None):
+    """(search index, routing index) of a bench catalog, each by its job's model as a live process builds them;
+    one index when both jobs use one model. `cold`: indexes whose tool vectors are reused (a warm build embeds
+    only the examples)."""
+    search_model, routing_model = embeddings.search_model(), embeddings.routing_model()
+
+    def build(model, reuse):
+        return ToolSearchIndex(
+            documents,
+            embeddings=reuse.vectors() if reuse is not None else None,
+            embedder=functools.partial(embeddings.embed_texts, model=model) if dense else None,
+            examples=examples,
+        )
+
+    index = build(search_model, cold[0] if cold else None)
+    routing = index if routing_model == search_model else build(routing_model, cold[1] if cold else None)
+    return index, routing
+
+
+def bench_context(
+    tools: list[dict],
+    index: ToolSearchIndex,
+    search=None,
+    *,
+    routing: ToolSearchIndex | None = None,
+    routing_model: str | None = None,
+    exclude: Callable[[], Collection[str]] = frozenset,
+) -> StewardContext:
     """The steward's view of a benchmark catalog: permissive read policy, no aliases or domain words.
 
-    `search(query, allowed, limit) -> names` replaces the plain index search (warm runs use it).
+    `routing`: the catalog indexed by the routing model (`routing_model`); with it the steward ranks and reads
+    clauses as a live request's does (StewardContext.current: the router's own ranking, its example weight, the
+    clause vectors), else it sees the search alone. `search(query, allowed, limit) -> names` replaces the plain
+    index search; `exclude()` names the example keys a query must not see (a warm run's self-matches).
     """
     entries = [
         CatalogEntry(
@@ -335,10 +432,28 @@ def bench_context(tools: list[dict], index: ToolSearchIndex, search=None) -> Ste
         )
         for tool in tools
     ]
+
+    def plain_search(query, allowed, limit):
+        return index.search(query, allowed=allowed, limit=limit, exclude_examples=exclude()).names
+
+    rank = embed = None
+    if routing is not None:
+
+        def rank(query: str, vector=None) -> list[tuple[str, float]]:
+            found = routing.search(
+                query,
+                allowed=None,
+                limit=RANKING_LIMIT,
+                example_weight=RANKING_EXAMPLE_WEIGHT,
+                exclude_examples=exclude(),
+                vector=vector,
+            )
+            return list(zip(found.names, found.scores, strict=True))
+
+        if routing.dense:
+            embed = functools.partial(embeddings.embed_texts, model=routing_model)
     return StewardContext(
-        entries=entries,
-        search=search or (lambda query, allowed, limit: index.search(query, allowed=allowed, limit=limit).names),
-        lexicon=Lexicon({}, {}, {}),
+        entries=entries, search=search or plain_search, lexicon=Lexicon({}, {}, {}), rank=rank, embed=embed
     )
 
 

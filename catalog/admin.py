@@ -2,7 +2,6 @@ from django.contrib import admin, messages
 from django.db import models, transaction
 
 from .models import Domain, KnowledgeSnippet, McpServer, PolicyVersion, Tool, ToolPolicy
-from .policies.versions import record_policy_version
 from .web.mcp_forms import McpServerForm
 
 
@@ -12,11 +11,23 @@ class DomainAdmin(admin.ModelAdmin):
     search_fields = ("name", "title", "description")
 
 
-class ToolPolicyInline(admin.StackedInline):
+class ReadOnlyPolicy:
+    """Policies are shown here, never edited: a change goes through the policy pages, which version it and hold a
+    loosening of a high-risk tool for a second operator (catalog/policies/four_eyes.py); an edit here skipped both."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ToolPolicyInline(ReadOnlyPolicy, admin.StackedInline):
     model = ToolPolicy
     extra = 0
-    readonly_fields = ("version",)
-    filter_horizontal = ("domains",)
 
 
 @admin.register(Tool)
@@ -27,26 +38,13 @@ class ToolAdmin(admin.ModelAdmin):
     readonly_fields = ("schema_tokens", "schema_hash", "created_at", "updated_at")
     inlines = [ToolPolicyInline]
 
-    def save_related(self, request, form, formsets, change):
-        super().save_related(request, form, formsets, change)
-        # Every policy change made here is recorded as a new version.
-        for formset in formsets:
-            for policy in formset.new_objects + [obj for obj, _ in formset.changed_objects]:
-                record_policy_version(policy, author=request.user, note="edited in admin")
-
 
 @admin.register(ToolPolicy)
-class ToolPolicyAdmin(admin.ModelAdmin):
+class ToolPolicyAdmin(ReadOnlyPolicy, admin.ModelAdmin):
     list_display = ("tool", "operation", "risk", "status", "requires_confirmation", "version")
     list_filter = ("status", "operation", "risk", "requires_confirmation", "domains")
     search_fields = ("tool__name",)
-    readonly_fields = ("version",)
-    filter_horizontal = ("domains",)
     list_select_related = ("tool",)
-
-    def save_related(self, request, form, formsets, change):
-        super().save_related(request, form, formsets, change)
-        record_policy_version(form.instance, author=request.user, note="edited in admin")
 
 
 @admin.register(PolicyVersion)

@@ -1,4 +1,5 @@
-"""Install the demo catalog: domains, builtin and Loyalty tools with policies, knowledge, model profiles.
+"""Install the demo catalog: the router's seed vocabulary, domains, builtin and Loyalty tools with policies,
+knowledge, model profiles.
 
 Idempotent: running it again creates nothing twice and never overwrites an
 operator's policy edits (policies are created only where none exists).
@@ -11,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from agents.router.vocabulary import load_vocabulary
 from catalog.models import Domain, KnowledgeSnippet, Tool, ToolExample
 from catalog.policies.importers import import_tools
 from catalog.search import embeddings
@@ -34,6 +36,7 @@ class DemoSummary:
 
 @transaction.atomic
 def load_demo_catalog() -> DemoSummary:
+    load_vocabulary()  # what the demo's requests are routed with (agents/router/data/vocabulary.json)
     for data in DOMAINS:
         Domain.objects.update_or_create(
             name=data["name"],

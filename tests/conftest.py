@@ -1,6 +1,6 @@
 """Shared test setup, and the conventions a test file follows so the suite stays fast and runs in parallel.
 
-Stages (`make test`, the README's "Testing" says what each proves):
+Stages (`make test`, docs/setup.md says what each proves):
 - fast: `pytest -m "not integration"` on the embedded default (SQLite in memory,
   in-memory channel layer, eager Celery), split over two pytest-xdist workers;
 - PostgreSQL: `pytest -m integration`: the integration tests (real PostgreSQL,
@@ -13,31 +13,31 @@ Stages (`make test`, the README's "Testing" says what each proves):
 Conventions (a new test file in the current style needs nothing else):
 - Plain pytest functions; the database through `db` or `@pytest.mark.django_db`
   (each test in a transaction that is rolled back); `settings` to change
-  settings; builders from tests/builders.py.
+  settings; builders from tests/support/builders.py.
 - `@pytest.mark.django_db(transaction=True)` only when other threads, processes
   or servers must see the rows: it empties every table after the test, migrated
   rows included (`restore_migrated_routing_data` puts the router's back).
 - A test that starts from the demo catalog takes the `demo_catalog` fixture
-  (a copy of the process's first load, tests/demo_snapshot.py) rather than
+  (a copy of the process's first load, tests/support/demo_snapshot.py) rather than
   calling `load_demo_catalog()`, which still works and costs about a second.
 - Passwords hash with MD5 outside integration tests (`_fast_password_hashing`).
 - Each worker's in-memory SQLite database is a copy of the last run's migrated one
-  while no app file changed (tests/migrated_db.py); a test that needs a migrated
+  while no app file changed (tests/support/migrated_db.py); a test that needs a migrated
   database file of its own copies it too (`migrated_db.copy_to`).
 - The embedding models load once per process (catalog.search.embeddings) and memoise
   what they embedded; behind the memo, one file of vectors (var/test-vectors.sqlite3,
   TOOLHUB_VECTOR_CACHE) serves both workers, the servers tests start, and later runs.
 - The test MCP servers (`python -m demo.loyalty_mcp.server`, `python -m
-  tests.generated_mcp_server`), the fresh Django processes of the settings
-  and checks tests (`tests.test_settings.run_python`) and the integration
-  tests' Daphne, Celery workers and `manage.py` (tests/servers.py) start as
-  forks of one warm interpreter per test process (tests/forkserver.py): same
+  tests.support.generated_mcp_server`), the fresh Django processes of the settings
+  and checks tests (`tests.toolhub.test_settings.run_python`) and the integration
+  tests' Daphne, Celery workers and `manage.py` (tests/support/servers.py) start as
+  forks of one warm interpreter per test process (tests/support/forkserver.py): same
   pipes, arguments, environment, exit codes, stop signals and kills, without
   each one importing the MCP SDK, Django and the rest again (~0.7-1.5 s of CPU
   a process).
 - Any test may run in either worker, in any order: nothing shared between tests
   but the database's migrated rows; files under `tmp_path`, ports from
-  `tests.servers.free_port`. Each worker has its own test database
+  `tests.support.servers.free_port`. Each worker has its own test database
   (pytest-django's `_gw0` suffix), Celery queue and channel-layer prefix (set
   here, inherited by the servers a test starts).
 """
@@ -51,9 +51,9 @@ import pytest_asyncio
 from django.conf import settings
 from hypothesis import settings as hypothesis_settings
 
-from tests import forkserver, migrated_db
-from tests.builders import FAST_PASSWORD_HASHERS
-from tests.scripted_openai import ScriptedOpenAI
+from tests.support import forkserver, migrated_db
+from tests.support.builders import FAST_PASSWORD_HASHERS
+from tests.support.scripted_openai import ScriptedOpenAI
 
 # Tests assert behaviour, never time: no per-example deadline on a loaded CI machine.
 hypothesis_settings.register_profile("toolhub", deadline=None)
@@ -172,9 +172,9 @@ def pytest_report_header(config):
 def demo_catalog(db):
     """The demo catalog in this test's database, as `load_demo_catalog()` writes it (its summary is the value).
 
-    Copied from this process's first load (tests/demo_snapshot.py says when it loads for real instead).
+    Copied from this process's first load (tests/support/demo_snapshot.py says when it loads for real instead).
     """
-    from tests.demo_snapshot import demo_catalog as load
+    from tests.support.demo_snapshot import demo_catalog as load
 
     return load()
 
@@ -211,7 +211,7 @@ def counted_embedder(monkeypatch):
     from agents.router import nearest_examples as examples
     from catalog.search import embeddings
     from catalog.search import service as catalog_search
-    from tests.test_search import bag_of_words_embedder
+    from tests.catalog.search.test_search import bag_of_words_embedder
 
     calls = []
 
@@ -219,7 +219,7 @@ def counted_embedder(monkeypatch):
         calls.append(list(texts))
         return bag_of_words_embedder(texts)
 
-    embed.computes = bag_of_words_embedder  # what it returns, for tests/demo_snapshot's key
+    embed.computes = bag_of_words_embedder  # what it returns, for tests/support/demo_snapshot's key
     monkeypatch.setattr(embeddings, "embed_texts", embed)
     # The routing example index is cached by catalog state, which a demo_catalog copy shares with other tests:
     # this test builds its own, and the one before it comes back after (its vectors are the real model's).

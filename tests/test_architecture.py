@@ -4,6 +4,7 @@ agents, and nothing that ships imports the demo, the benchmarks or the tests."""
 
 import ast
 import graphlib
+import re
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,16 @@ def test_every_task_that_dispatch_names_is_registered():
 
     for name in dispatch.TASK_NAMES:
         assert dispatch._task(name) is current_app.tasks[name]
+
+
+def test_every_path_the_architecture_page_names_exists():
+    """docs/architecture/index.md says where things live; a path it names that is gone makes it lie to a newcomer."""
+    page = (ROOT / "docs" / "architecture" / "index.md").read_text()
+    tree = page.split("```", 2)[1]
+    named = {line.split()[0] for line in tree.splitlines() if line.strip() and not line.startswith(" ")}
+    parents = [name for name in named if name.endswith("/")]
+    nested = {line.split()[0] for line in tree.splitlines() if line.startswith("  ") and line.split()[0].endswith("/")}
+    in_table = set(re.findall(r"`((?:agents|catalog|toolhub|demo|bench|tests|templates)/[\w/.]*)`", page))
+    missing = [p for p in sorted(named | in_table) if not (ROOT / p).exists()]
+    missing += [n for n in sorted(nested) if not any((ROOT / p / n).exists() for p in parents)]
+    assert in_table and nested and missing == []

@@ -8,10 +8,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import RoutingLog
-from catalog.models import Domain, KnowledgeSnippet, McpServer, PolicyVersion, ToolExample
+from catalog.models import Domain, KnowledgeSnippet, McpServer, PolicyVersion, Tool, ToolExample
 from catalog.policies.versions import record_policy_version
 from catalog.web import urls as catalog_urls
-from tests.builders import make_policy, make_tool, make_user
+from tests.support.builders import make_policy, make_tool, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -28,6 +28,7 @@ PAGES = [
 ]
 WRITES = [
     "/policies/get_weather/",
+    "/policies/get_weather/always-load",
     "/policies/get_weather/simulate",
     "/policies/get_weather/rollback/1/",
     "/knowledge/points-expire/",
@@ -38,14 +39,17 @@ WRITES = [
 READ_NAMES = {"catalog": [], "tool-detail": ["get_weather"], "policies": [], "knowledge": [],
               "knowledge-export": []}  # fmt: skip
 WRITE_NAMES = {"policy-detail": ["get_weather"], "policy-simulate": ["get_weather"],
+               "policy-always-load": ["get_weather"],
                "policy-rollback": ["get_weather", 1], "knowledge-detail": ["points-expire"],
                "knowledge-review": ["points-expire"], "knowledge-review-undo": ["points-expire"]}  # fmt: skip
-# The MCP servers page and the tool page's examples (their own tests cover what they do): a viewer reads the
-# first and is refused every one of the second. `example` stands for the fixture's example's id.
+# The MCP servers page, the tool page's examples and the decision on a pending policy change (their own tests cover
+# what they do, tests/catalog/web/test_policy_four_eyes.py the last): a viewer reads the first and is refused every
+# one of the others. `example` stands for the fixture's example's id.
 OTHER_READ_NAMES = {"mcp-servers": [], "mcp-server-detail": ["demo"], "mcp-server-progress": ["demo"]}
 OTHER_WRITE_NAMES = {"tool-example-add": ["get_weather"], "tool-example-edit": ["get_weather", "example"],
                      "tool-example-delete": ["get_weather", "example"], "mcp-server-add": [],
-                     "mcp-server-edit": ["demo"], "mcp-server-test": ["demo"], "mcp-server-sync": ["demo"]}  # fmt: skip
+                     "mcp-server-edit": ["demo"], "mcp-server-test": ["demo"], "mcp-server-sync": ["demo"],
+                     "policy-change-decide": ["get_weather", 1]}  # fmt: skip
 POLICY_POST = {"status": "rejected", "operation": "read", "risk": "low", "domains": ["general"], "note": "deny",
                "base_version": "2", "replay": "5"}  # fmt: skip
 SNIPPET_POST = {"title": "Points expire", "text": "Changed.", "source": "handbook", "owner": "team",
@@ -72,6 +76,7 @@ def state(policy, snippet):
     policy.refresh_from_db()
     snippet.refresh_from_db()
     return (policy.version, policy.status, policy.risk, PolicyVersion.objects.count(),
+            Tool.objects.get(pk=policy.tool_id).always_load,
             KnowledgeSnippet.objects.count(), snippet.last_reviewed, snippet.reviewed_by_id)  # fmt: skip
 
 
@@ -109,6 +114,7 @@ def test_operator_can_use_every_write(client, data):
                 for url in WRITES}  # fmt: skip
     assert statuses == {
         "/policies/get_weather/": 302,
+        "/policies/get_weather/always-load": 302,
         "/policies/get_weather/simulate": 200,
         "/policies/get_weather/rollback/1/": 302,
         "/knowledge/points-expire/": 302,
@@ -121,6 +127,33 @@ def test_operator_can_use_every_write(client, data):
 def test_a_user_without_any_role_gets_403(client, data, url):
     client.force_login(get_user_model().objects.create_user("nobody", password="a-long-test-password"))
     assert client.get(url).status_code == 403
+
+
+def test_a_user_without_a_role_sees_no_request_tool_or_figure_on_the_overview(client, data):
+    RoutingLog.objects.create(query="wire 500 euros to mallory", decision={"action": "create", "domains": ["general"]})
+    client.force_login(get_user_model().objects.create_user("nobody", password="a-long-test-password"))
+    response = client.get("/")
+    page = response.content.decode()
+    assert response.status_code == 403
+    assert "no role" in page and "viewer" in page
+    for shown in (
+        "mallory",
+        "weather",
+        "Recent requests",
+        "enabled tools",
+        "schema tokens",
+        "turns in total",
+        "Retention",
+        "ws/overview",
+    ):
+        assert shown not in page, shown
+
+
+def test_a_viewer_sees_the_overview_with_its_requests(client, data):
+    RoutingLog.objects.create(query="wire 500 euros to mallory", decision={"action": "create", "domains": ["general"]})
+    client.force_login(make_user("watcher", role="viewer"))
+    response = client.get("/")
+    assert response.status_code == 200 and "mallory" in response.content.decode()
 
 
 def test_every_catalog_url_is_classified_as_read_or_write():

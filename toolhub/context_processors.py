@@ -1,9 +1,12 @@
 """Template context shared by every page: the model this instance runs (the default profile's), the navigation."""
 
+from functools import partial
+
 # The dashboard's pages, in menu order: (label, path). The current one is the longest prefix match.
 NAVIGATION = (
     ("Overview", "/"),
     ("Console", "/console/"),
+    ("Approvals", "/approvals/"),
     ("Catalog", "/catalog/"),
     ("Policies", "/policies/"),
     ("Knowledge", "/knowledge/"),
@@ -13,9 +16,22 @@ NAVIGATION = (
 )
 
 
-def navigation(path: str) -> list[dict]:
+APPROVALS = "/approvals/"  # its entry shows how many approvals wait (a callable: counted only when shown)
+
+
+def navigation(path: str, user=None) -> list[dict]:
     current = max((href for _, href in NAVIGATION if path.startswith(href)), key=len, default=None)
-    return [{"label": label, "href": href, "current": href == current} for label, href in NAVIGATION]
+    items = [{"label": label, "href": href, "current": href == current} for label, href in NAVIGATION]
+    for item in items:
+        if item["href"] == APPROVALS and user is not None and user.is_authenticated:
+            item["count"] = partial(waiting_count, user)
+    return items
+
+
+def waiting_count(user) -> int:
+    from agents.console.approval_inbox import waiting_count
+
+    return waiting_count(user)
 
 
 def default_model_label() -> str:
@@ -28,4 +44,5 @@ def default_model_label() -> str:
 
 def toolhub(request):
     # A callable: the template asks for it (one query) only on pages that show the header.
-    return {"toolhub_model_label": default_model_label, "toolhub_navigation": navigation(request.path)}
+    return {"toolhub_model_label": default_model_label,
+            "toolhub_navigation": navigation(request.path, getattr(request, "user", None))}  # fmt: skip

@@ -1,13 +1,15 @@
-"""When the database pool has no connection to give in time, the answer is 503 with Retry-After, never a 500.
+"""When the database is busy or cannot be reached, the answer is 503 with Retry-After, never a 500.
 
 Django's psycopg pool (settings.DATABASES OPTIONS "pool") raises
 psycopg_pool.PoolTimeout when every connection stays busy past its timeout;
 PostgreSQL itself refuses with "too many clients" when the server is full.
-Both mean "busy, try again", so /v1 gets an OpenAI-style error and the
-dashboard a short text. Any other database error is left alone.
+Both mean "busy, try again". A server that is restarting or gone (connection
+refused, the connection closed under a query) means "unavailable, try again".
+Either way /v1 gets an OpenAI-style error and the dashboard a short text.
+Errors of the query itself (a constraint, bad SQL) are left alone.
 """
 
-from django.db import OperationalError
+from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse
 
 from agents.openai_api.middleware import api_error, is_api_path
@@ -31,14 +33,52 @@ def is_pool_exhausted(exception: BaseException) -> bool:
     return False
 
 
+def is_database_unavailable(exception: BaseException) -> bool:
+    """The server could not be reached or dropped the connection: not an error of the query."""
+    seen = exception
+    while seen is not None:
+        if isinstance(seen, InterfaceError) or (
+            isinstance(seen, OperationalError) and any(text in str(seen).lower() for text in UNAVAILABLE_MESSAGES)
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+# What psycopg and PostgreSQL say when the server is down, restarting or closed the connection.
+UNAVAILABLE_MESSAGES = (
+    "connection refused",
+    "server closed the connection",
+    "terminating connection",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "consuming input failed",
+    "connection is closed",
+    "connection failed",
+    "connection is lost",
+    "could not receive data",
+    "could not send data",
+    "ssl syscall error",
+)
 BUSY_MESSAGE = "The service is at its database connection limit; retry shortly."
+UNAVAILABLE_MESSAGE = "The service's database is unavailable; retry shortly."
 
 
-def busy_response(request):
+def unavailable_message(exception: BaseException) -> str | None:
+    """What to tell a client when `exception` means "busy" or "unavailable, try again"; None for any other error."""
+    if is_pool_exhausted(exception):
+        return BUSY_MESSAGE
+    if is_database_unavailable(exception):
+        return UNAVAILABLE_MESSAGE
+    return None
+
+
+def busy_response(request, message: str = BUSY_MESSAGE):
     if is_api_path(request.path):
-        response = api_error(503, BUSY_MESSAGE, type="server_error", code="service_unavailable")
+        response = api_error(503, message, type="server_error", code="service_unavailable")
     else:
-        response = HttpResponse(BUSY_MESSAGE, status=503, content_type="text/plain; charset=utf-8")
+        response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
 
@@ -51,4 +91,5 @@ class PoolExhaustedMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
-        return busy_response(request) if is_pool_exhausted(exception) else None
+        message = unavailable_message(exception)
+        return busy_response(request, message) if message else None

@@ -6,7 +6,7 @@ role." Pages that hide an action for lack of a permission show this in its place
 
 from django import template
 
-from .roles import role_needed
+from toolhub.roles import role_needed
 
 register = template.Library()
 

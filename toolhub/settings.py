@@ -6,10 +6,13 @@ DATABASE_URL / REDIS_URL / TOOLHUB_MODEL_BASE_URL switches each part to the
 scaled path. Never add a per-environment copy of this file.
 """
 
+import ipaddress
 import json
 import os
 import secrets
+import zoneinfo
 from pathlib import Path
+from typing import TypedDict
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -102,6 +105,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "oauth2_provider",
     "template_partials",
+    # Sets up OpenTelemetry traces when an OTLP endpoint is configured (toolhub/tracing.py); nothing otherwise.
+    "toolhub.apps.ToolhubConfig",
     "catalog",
     "agents",
 ]
@@ -113,7 +118,12 @@ if TOOLHUB_DEV_APPS:
     INSTALLED_APPS += ["demo", "bench"]
 
 MIDDLEWARE = [
+    # Outermost: whatever is logged while a request is handled carries its request id, trace id and channel.
+    "toolhub.log_context.RequestContextMiddleware",
+    # Outermost, with X-Frame-Options: every answer gets the security headers, those made by the middleware below
+    # (/v1's JSON errors, the pool's 503) included; /mcp gets the same from toolhub.security_headers.
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "toolhub.csp.ContentSecurityPolicyMiddleware",
     # Outermost of the app's own: whatever goes wrong below, /v1 answers OpenAI-style JSON.
     "agents.openai_api.middleware.ApiErrorMiddleware",
@@ -124,7 +134,6 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "agents.turns.middleware.WorkflowErrorMiddleware",
 ]
@@ -167,6 +176,9 @@ if DATABASE_URL:
             "max_size": TOOLHUB_DB_POOL_MAX,
             "timeout": TOOLHUB_DB_POOL_TIMEOUT,
         }
+        # With the pool, Django has psycopg check each connection as it leaves the pool (one empty query) and
+        # replace it if the server closed it (PostgreSQL restarted): no request meets a dead connection.
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 else:
     DATABASES = {
         "default": {
@@ -244,6 +256,11 @@ TOOLHUB_TURN_TIME_LIMIT = env_int("TOOLHUB_TURN_TIME_LIMIT", 300)
 # (agents/turns/watchdog.py) takes it over: queued again if it showed nothing yet, else failed visibly. The watchdog
 # runs every third of it on the beat schedule, as a worker starts, and from every stream waiting on a quiet turn.
 TOOLHUB_TURN_LEASE = env_float("TOOLHUB_TURN_LEASE", 30.0)
+# How long handing a turn to the broker may take (retries included) before the turn fails with broker_unavailable:
+# a stream then ends with its error frame and [DONE], a plain request answers 503 (agents/turns/dispatch.py).
+TOOLHUB_BROKER_WAIT = env_float("TOOLHUB_BROKER_WAIT", 5.0)
+# The Prometheus scrape's bearer token (agents/observability): /metrics is off (404) while it is empty.
+TOOLHUB_METRICS_TOKEN = os.environ.get("TOOLHUB_METRICS_TOKEN", "")
 # Seconds between runs of the cleanup of expired and revoked OAuth tokens and codes (agents.tasks).
 TOOLHUB_OAUTH_CLEAR_TOKENS_INTERVAL = env_int("TOOLHUB_OAUTH_CLEAR_TOKENS_INTERVAL", 3600)
 # Retention (agents/turns/retention.py): finished turns older than this many days go with their events, messages and
@@ -280,8 +297,22 @@ TOOLHUB_MODEL_PROFILE = os.environ.get("TOOLHUB_MODEL_PROFILE", "chat-8k")
 TOOLHUB_STEWARD = os.environ.get("TOOLHUB_STEWARD", "rules")
 if TOOLHUB_STEWARD not in {"rules", "llm", "hybrid"}:
     raise ImproperlyConfigured(f"TOOLHUB_STEWARD={TOOLHUB_STEWARD!r}: use rules, llm or hybrid.")
+
+
+class StewardOptions(TypedDict):
+    """The shape of TOOLHUB_STEWARD_OPTIONS (not a setting: Django reads only upper-case names)."""
+
+    two_stage_enabled: bool
+    analysis_timeout: float
+    max_recommended_tools: int
+    min_recommended_tools: int
+    enable_status_messages: bool
+    show_web_search_status: bool
+    llm_max_candidates: int
+
+
 # The steward's options, in the seed's names.
-TOOLHUB_STEWARD_OPTIONS = {
+TOOLHUB_STEWARD_OPTIONS: StewardOptions = {
     "two_stage_enabled": env_bool("TOOLHUB_TWO_STAGE_ENABLED", True),
     "analysis_timeout": env_float("TOOLHUB_STEWARD_TIMEOUT", 3.0),
     "max_recommended_tools": env_int("TOOLHUB_MAX_RECOMMENDED_TOOLS", 5),
@@ -295,7 +326,7 @@ if not 0 <= TOOLHUB_STEWARD_OPTIONS["min_recommended_tools"] <= TOOLHUB_STEWARD_
         "Recommended tools must satisfy 0 <= TOOLHUB_MIN_RECOMMENDED_TOOLS <= TOOLHUB_MAX_RECOMMENDED_TOOLS <= 5."
     )
 # Status texts by phase; TOOLHUB_STATUS_TEXTS (a JSON object) overrides any of them.
-TOOLHUB_STATUS_TEXTS = {
+TOOLHUB_STATUS_TEXTS: dict[str, str] = {
     "analysis": "🤵 Consulting the steward...",
     "analysis_complete": "✓ Steward consultation complete",
     "analysis_complete_none": "✓ No further assistance required - answering from general knowledge",
@@ -307,6 +338,19 @@ TOOLHUB_MCP_TIMEOUT = env_float("TOOLHUB_MCP_TIMEOUT", 30.0)
 TOOLHUB_MCP_MAX_TOOLS = env_int("TOOLHUB_MCP_MAX_TOOLS", 2000)
 # Seconds a tool an API key found through tool_search stays listed and callable for that key, across MCP sessions.
 TOOLHUB_MCP_FOUND_TTL = env_int("TOOLHUB_MCP_FOUND_TTL", 3600)
+# Stdio MCP servers (catalog.mcp_client.stdio_process): each runs in its own directory under this one, with only its
+# configured environment, under these limits (0: no limit of that kind). Memory is what it writes to (RLIMIT_DATA):
+# Node reserves ~1 GB of address space at start and WebAssembly ~10 GB per memory, so an address-space limit
+# (RLIMIT_AS) is off unless set. Processes count every process and thread of toolhub's user (RLIMIT_NPROC).
+TOOLHUB_MCP_SERVERS_DIR = Path(os.environ.get("TOOLHUB_MCP_SERVERS_DIR") or DATA_DIR / "mcp-servers")
+TOOLHUB_MCP_STDIO_MEMORY_MB = env_int("TOOLHUB_MCP_STDIO_MEMORY_MB", 1024)
+TOOLHUB_MCP_STDIO_ADDRESS_SPACE_MB = env_int("TOOLHUB_MCP_STDIO_ADDRESS_SPACE_MB", 0)
+TOOLHUB_MCP_STDIO_CPU_SECONDS = env_int("TOOLHUB_MCP_STDIO_CPU_SECONDS", 3600)
+TOOLHUB_MCP_STDIO_PROCESSES = env_int("TOOLHUB_MCP_STDIO_PROCESSES", 4096)
+TOOLHUB_MCP_STDIO_OPEN_FILES = env_int("TOOLHUB_MCP_STDIO_OPEN_FILES", 1024)
+if min(TOOLHUB_MCP_STDIO_MEMORY_MB, TOOLHUB_MCP_STDIO_ADDRESS_SPACE_MB, TOOLHUB_MCP_STDIO_CPU_SECONDS,
+       TOOLHUB_MCP_STDIO_PROCESSES, TOOLHUB_MCP_STDIO_OPEN_FILES) < 0:  # fmt: skip
+    raise ImproperlyConfigured("The TOOLHUB_MCP_STDIO_* limits are 0 (no limit) or more.")
 # Builtin web search: a SearXNG-compatible JSON API; unset -> "not configured".
 SEARXNG_URL = os.environ.get("SEARXNG_URL", "")
 TOOLHUB_WEB_SEARCH_TIMEOUT = env_float("TOOLHUB_WEB_SEARCH_TIMEOUT", 10.0)
@@ -373,10 +417,31 @@ TOOLHUB_MCP_MAX_BATCH = env_int("TOOLHUB_MCP_MAX_BATCH", 100)
 TOOLHUB_RATE_LIMIT_PER_MINUTE = env_int("TOOLHUB_RATE_LIMIT_PER_MINUTE", 600)
 TOOLHUB_USER_RATE_LIMIT_PER_MINUTE = env_int("TOOLHUB_USER_RATE_LIMIT_PER_MINUTE", 1200)
 TOOLHUB_LOGIN_RATE_LIMIT_PER_MINUTE = env_int("TOOLHUB_LOGIN_RATE_LIMIT_PER_MINUTE", 20)
+# Login attempts for one username since its last login (from any address, known account or not) before each further
+# attempt waits 1, 2, 4... s after the one before, up to the max (toolhub/rate_limits.py; 0 = no per-account limit).
+TOOLHUB_LOGIN_FAILURES_PER_ACCOUNT = env_int("TOOLHUB_LOGIN_FAILURES_PER_ACCOUNT", 5)
+TOOLHUB_LOGIN_BACKOFF_MAX = env_int("TOOLHUB_LOGIN_BACKOFF_MAX", 300)
+# Peers whose X-Forwarded-For names the client for those limits (toolhub/client_address.py): addresses or networks,
+# loopback by default, where the shipped HAProxy runs. Anyone else's header is ignored.
+TOOLHUB_TRUSTED_PROXIES = env_list("TOOLHUB_TRUSTED_PROXIES", ["127.0.0.0/8", "::1"])
+for _proxy in TOOLHUB_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"TOOLHUB_TRUSTED_PROXIES: {_proxy!r} is not an address or network.") from None
 TOOLHUB_MAX_STEPS = env_int("TOOLHUB_MAX_STEPS", 6)
 # An API request may declare at most this many client tools (OpenAI's own cap is 128).
 TOOLHUB_MAX_CLIENT_TOOLS = env_int("TOOLHUB_MAX_CLIENT_TOOLS", 128)
 TOOLHUB_APPROVAL_TIMEOUT = env_int("TOOLHUB_APPROVAL_TIMEOUT", 300)
+# Four eyes (catalog/policies/four_eyes.py): at these risk levels, and the levels above each, whoever started a turn
+# cannot approve its tool calls, and a policy change that loosens such a tool waits for a second operator. "none"
+# turns it off. The levels are catalog.models.Risk's (settings load before the apps, so they are spelled out here).
+TOOLHUB_FOUR_EYES_RISKS = env_list("TOOLHUB_FOUR_EYES_RISKS", ["high"])
+if TOOLHUB_FOUR_EYES_RISKS == ["none"]:
+    TOOLHUB_FOUR_EYES_RISKS = []
+for _risk in TOOLHUB_FOUR_EYES_RISKS:
+    if _risk not in ("low", "medium", "high", "critical"):
+        raise ImproperlyConfigured(f"TOOLHUB_FOUR_EYES_RISKS: {_risk!r} is not low, medium, high, critical or none.")
 TOOLHUB_WORKFLOW_TTL_SECONDS = env_int("TOOLHUB_WORKFLOW_TTL", 3600)
 # Staged flows (agents/turns/staged_flows.py): ordered workflow phases, and the tools whose recommendation
 # for a confident create starts the flow. The demo Loyalty domain builds a rule in four steps.
@@ -444,7 +509,14 @@ LOGIN_REDIRECT_URL = "overview"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
+# The zone the pages show times in, with its abbreviation (stored times are UTC whatever this says).
+TIME_ZONE = os.environ.get("TOOLHUB_TIME_ZONE", "UTC").strip() or "UTC"
+try:
+    zoneinfo.ZoneInfo(TIME_ZONE)
+except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    raise ImproperlyConfigured(
+        f"TOOLHUB_TIME_ZONE={TIME_ZONE!r} is not a time zone name (e.g. Asia/Ho_Chi_Minh)"
+    ) from None
 USE_I18N = True
 USE_TZ = True
 
@@ -456,7 +528,8 @@ STATIC_ROOT = os.environ.get("STATIC_ROOT") or (DATA_DIR / "staticfiles" if PROD
 WHITENOISE_USE_FINDERS = not PRODUCTION
 # How long a browser reuses an unhashed static file (every file outside production) before asking again. WhiteNoise's
 # 0 under DEBUG made each page ask for its stylesheet and scripts again; the render-blocking stylesheet's 304 then
-# held the first paint (tests/bench/page_bench.py, README "Benchmarks"). Hashed files in production are cached for ever.
+# held the first paint (bench/scripts/page_bench.py, bench/results/2026-12-benchmark-notes.md). Hashed files in
+# production are cached for ever.
 WHITENOISE_MAX_AGE = env_int("TOOLHUB_STATIC_MAX_AGE", 60)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -489,11 +562,29 @@ _CSP = os.environ.get("TOOLHUB_CSP") or TOOLHUB_DEFAULT_CSP
 TOOLHUB_CONTENT_SECURITY_POLICY = "" if _CSP.strip().lower() == "off" else _CSP
 TOOLHUB_CSP_REPORT_ONLY = env_bool("TOOLHUB_CSP_REPORT_ONLY", False)
 
+# OpenTelemetry traces are on when OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, with
+# the other standard OTEL_* variables (toolhub/tracing.py). Spans carry message contents, tool arguments and results
+# only when this is on: off by default, for privacy.
+TOOLHUB_TRACE_CONTENT = env_bool("TOOLHUB_TRACE_CONTENT", False)
+
+# Every process (Daphne, Celery, manage.py) logs through this: plain lines for people (make run), one JSON object a
+# line for a log pipeline (TOOLHUB_LOG_FORMAT=json); both carry the request, turn, conversation, trace and channel
+# of the work a line belongs to (toolhub/log_context.py). Celery leaves the root logger to it (below).
+TOOLHUB_LOG_FORMAT = os.environ.get("TOOLHUB_LOG_FORMAT", "plain").strip().lower()
+if TOOLHUB_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"TOOLHUB_LOG_FORMAT must be plain or json, not {TOOLHUB_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "toolhub.log_context.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "toolhub.log_context.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": TOOLHUB_LOG_FORMAT, "filters": ["context"]}
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}, "bm25s": {"level": "WARNING"}},
 }
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

@@ -7,6 +7,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from agents.observability.views import metrics
 from toolhub.rate_limits import login_attempts
 
 
@@ -21,8 +22,12 @@ class FaviconView(RedirectView):
         return static("favicon.svg")
 
 
+# The admin's own login form takes passwords too: the same limits as /login/ (its route stays the admin's).
+admin.site.login = login_attempts(admin.site.login)
+
 urlpatterns = [
     path("favicon.ico", FaviconView.as_view(), name="favicon"),
+    path("metrics", metrics, name="metrics"),
     path("login/", login_attempts(auth_views.LoginView.as_view(redirect_authenticated_user=True)), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("agents.mcp_gateway.oauth_urls")),

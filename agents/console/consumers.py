@@ -54,18 +54,19 @@ async def once_per_process(key: tuple, make: Callable[[], Awaitable]):
     return await asyncio.shield(task)
 
 
-async def _render(event: dict, can_decide: bool) -> str:
+async def _render(event: dict, can_decide: bool, own: bool) -> str:
     routing = timeline = None
     if fragments.needs_routing_log(event):
         routing = await database_sync_to_async(fragments.routing_log)(event["turn"])
     if fragments.needs_timeline(event):
         timeline = await database_sync_to_async(fragments.timeline_of)(event["turn"], event["sequence"])
-    return fragments.render_event(event, can_decide=can_decide, routing=routing, timeline=timeline)
+    return fragments.render_event(event, can_decide=can_decide, own=own, routing=routing, timeline=timeline)
 
 
-async def event_fragment(event: dict, *, can_decide: bool) -> str:
-    key = ("fragment", event["turn"], event["sequence"], event.get("created_at"), can_decide)  # an event never changes
-    return await once_per_process(key, lambda: _render(event, can_decide))
+async def event_fragment(event: dict, *, can_decide: bool, own: bool = False) -> str:
+    """`own`: the viewer started the turn (four eyes: its risky calls show Deny only)."""
+    key = ("fragment", event["turn"], event["sequence"], event.get("created_at"), can_decide, own)  # never changes
+    return await once_per_process(key, lambda: _render(event, can_decide, own))
 
 
 @database_sync_to_async
@@ -165,8 +166,9 @@ class ConversationConsumer(ConsoleBase):
 
     async def snapshot(self) -> str:
         conversation = await database_sync_to_async(Conversation.objects.get)(pk=self.conversation_id)
+        self.own = conversation.owner_id == self.scope["user"].pk  # the owner starts every turn of it
         html, self.last = await database_sync_to_async(fragments.render_thread)(
-            conversation, can_decide=self.can_decide
+            conversation, can_decide=self.can_decide, own=self.own
         )
         return html
 
@@ -196,7 +198,7 @@ class ConversationConsumer(ConsoleBase):
                 self.foreign.add(turn_id)
                 return ""
             html, self.last[turn_id] = await database_sync_to_async(fragments.render_new_turn)(
-                turn_id, can_decide=self.can_decide
+                turn_id, can_decide=self.can_decide, own=self.own
             )
             return html
         last = self.last[turn_id]
@@ -207,7 +209,7 @@ class ConversationConsumer(ConsoleBase):
             events = await database_sync_to_async(fragments.missing_events)(turn_id, after=last)
         html = ""
         for each in events:
-            html += await event_fragment(each, can_decide=self.can_decide)
+            html += await event_fragment(each, can_decide=self.can_decide, own=self.own)
             self.last[turn_id] = each["sequence"]
         return html
 

@@ -1,11 +1,13 @@
-"""Forms of the conversation pages: console chat, turn search, a tool's activity, routing-log and workflow
-filters. Validation only, never writes."""
+"""Forms of the conversation pages: console chat, an approval's decision, turn search, a tool's activity, routing-log
+and workflow filters. Validation only, never writes."""
+
+import unicodedata
 
 from django import forms
 from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 
-from agents.models import ApiKey, ModelProfile, RoutingLog, Turn, Workflow
+from agents.models import ApiKey, Conversation, ModelProfile, RoutingLog, ToolApproval, Turn, Workflow
 from agents.providers import upstream_of
 from catalog.models import Action
 
@@ -28,6 +30,24 @@ class ChatForm(forms.Form):
     def model_profile(self) -> ModelProfile | None:
         name = self.cleaned_data.get("model") or DEFAULT_MODEL
         return None if name == DEFAULT_MODEL else ModelProfile.objects.get(name=name)
+
+
+class DecisionForm(forms.Form):
+    """Approve or deny a risky call; a denial may say why (stored, shown on its card and told to the model)."""
+
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("deny", "Deny")],
+                                 error_messages={"required": "Choose approve or deny.",
+                                                 "invalid_choice": "Choose approve or deny."})  # fmt: skip
+    reason = forms.CharField(required=False, max_length=ToolApproval.REASON_MAX_LENGTH, strip=True)
+
+    def clean_reason(self):
+        reason = self.cleaned_data["reason"]
+        if any(unicodedata.category(char) == "Cc" for char in reason):
+            raise forms.ValidationError("A reason is one line of text, without control characters.")
+        return reason
+
+    def first_error(self) -> str:
+        return str(next(iter(message for messages in self.errors.values() for message in messages), ""))
 
 
 YES_NO = [("", "any"), ("yes", "yes"), ("no", "no")]
@@ -91,6 +111,8 @@ class TurnSearchForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=[("", "any"), *Turn.Status.choices])
     owner = forms.CharField(required=False, max_length=150, label="Owner (username)",
                             help_text="Who started it: the operator, or the API key's user.")  # fmt: skip
+    channel = forms.ChoiceField(required=False, label="Channel", choices=[("", "any"), *Conversation.Channel.choices])
+    api_key = forms.CharField(required=False, max_length=100, label="API key (name)")
     since = forms.DateField(required=False, label="From", widget=DateInput, help_text="YYYY-MM-DD")
     until = forms.DateField(required=False, label="To", widget=DateInput, help_text="YYYY-MM-DD, inclusive")
 
@@ -111,7 +133,8 @@ class TurnSearchForm(forms.Form):
         """The valid form's filters (call is_valid first)."""
         data = self.cleaned_data
         return TurnFilters(text=data["q"].strip(), tool=data["tool"].strip(), status=data["status"],
-                           owner=data["owner"], since=data["since"], until=data["until"])  # fmt: skip
+                           owner=data["owner"], channel=data["channel"], api_key=data["api_key"].strip(),
+                           since=data["since"], until=data["until"])  # fmt: skip
 
 
 class ToolActivityForm(forms.Form):

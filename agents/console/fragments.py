@@ -6,6 +6,7 @@ reload or a late joiner sees exactly what a live viewer saw. It never
 writes to the database and never sends on the channel layer.
 """
 
+import datetime
 import json
 import re
 
@@ -15,6 +16,7 @@ from django.template.loader import render_to_string
 from agents.models import Conversation, Message, RoutingLog, ToolApproval, Turn, TurnEvent
 from agents.turns.events import stored_events
 from catalog.mcp_client.content import summary
+from catalog.policies.four_eyes import covers as four_eyes_covers
 
 from .timeline import turn_timeline
 
@@ -109,7 +111,25 @@ def status_after(event: dict) -> str | None:
     return None
 
 
-def event_item(event: dict, *, approval_status: str | None = None) -> dict | None:
+def deadline(expires_at) -> datetime.datetime | None:
+    """An approval's deadline as stored in its event (ISO text) or on its row."""
+    if isinstance(expires_at, str) and expires_at:
+        try:
+            return datetime.datetime.fromisoformat(expires_at)
+        except ValueError:
+            return None
+    return expires_at if isinstance(expires_at, datetime.datetime) else None
+
+
+def approval_card(approval: ToolApproval, *, note: str = "") -> dict:
+    """What an approval's card shows (agents/conversation.html#approval), from its row."""
+    return {"id": approval.pk, "tool_name": approval.tool_name, "risk": approval.risk,
+            "arguments": arguments_text(approval.arguments), "status": approval.status, "note": note,
+            "four_eyes": four_eyes_covers(approval.risk), "expires_at": approval.expires_at,
+            "reason": approval.reason}  # fmt: skip
+
+
+def event_item(event: dict, *, approval_status: str | None = None, approval_reason: str = "") -> dict | None:
     """One line of a turn's timeline, or None for events shown elsewhere (content, budget)."""
     kind, payload, phase = event["type"], event.get("payload", {}), event.get("phase", "")
     item = {"sequence": event["sequence"], "kind": kind, "phase": phase, "turn_id": event["turn"]}
@@ -148,6 +168,10 @@ def event_item(event: dict, *, approval_status: str | None = None) -> dict | Non
             "arguments": arguments_text(payload.get("arguments", {})),
             "risk": payload.get("risk", ""),
             "status": approval_status or ToolApproval.Status.PENDING,
+            # whoever started the turn may only deny it (agents.turns.approvals.needs_another_approver)
+            "four_eyes": four_eyes_covers(payload.get("risk", "")),
+            "expires_at": deadline(payload.get("expires_at")),
+            "reason": approval_reason,
         }
     elif kind == EventType.ERROR:
         item["text"] = payload.get("message", "The turn failed.")
@@ -199,7 +223,7 @@ def budget_bar(figures: dict | None) -> dict | None:
 
 
 def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: RoutingLog | None,
-              approvals: dict[int, str]) -> dict:  # fmt: skip
+              approvals: dict[int, tuple[str, str]]) -> dict:  # fmt: skip
     """Everything the turn's article shows, from its stored events.
 
     The status is the one the events reached, as live viewers saw it: the
@@ -216,8 +240,9 @@ def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: Routin
             content.append(event["payload"].get("content", ""))
         elif event["type"] == EventType.ROUTING and event.get("phase") == BUDGET_PHASE:
             budget = event["payload"]
-        approval_id = event.get("payload", {}).get("approval_id")
-        item = event_item(event, approval_status=approvals.get(approval_id))
+        status_and_reason = approvals.get(event.get("payload", {}).get("approval_id"))
+        item = event_item(event, approval_status=status_and_reason[0] if status_and_reason else None,
+                          approval_reason=status_and_reason[1] if status_and_reason else "")  # fmt: skip
         if item is not None:
             items.append(item)
     return {
@@ -254,7 +279,8 @@ def turn_views(turns: list[Turn]) -> list[dict]:
         Message.objects.filter(turn_id__in=ids, role=Message.Role.USER).order_by("id").values_list("turn_id", "content")
     )
     logs = {log.turn_id: log for log in RoutingLog.objects.filter(turn_id__in=ids)}
-    approvals = dict(ToolApproval.objects.filter(turn_id__in=ids).values_list("id", "status"))
+    approvals = {pk: (status, reason) for pk, status, reason in
+                 ToolApproval.objects.filter(turn_id__in=ids).values_list("id", "status", "reason")}  # fmt: skip
     return [
         turn_view(
             turn, events[turn.id], user_text=texts.get(turn.id, ""), routing=logs.get(turn.id), approvals=approvals
@@ -272,21 +298,20 @@ def thread(conversation: Conversation) -> list[dict]:
     return turn_views(list(conversation.turns.order_by("id")))
 
 
-def render_thread(conversation: Conversation, *, can_decide: bool) -> tuple[str, dict[int, int]]:
-    """The whole thread as one fragment (replaces #thread), and the last sequence shown per turn."""
+def render_thread(conversation: Conversation, *, can_decide: bool, own: bool = False) -> tuple[str, dict[int, int]]:
+    """The whole thread as one fragment (replaces #thread), and the last sequence shown per turn. `own`: the viewer
+    started the conversation's turns (four eyes: they may only deny its risky calls)."""
     turns = thread(conversation)
-    html = render_to_string(
-        f"{CONVERSATION_TEMPLATE}#thread", {"turns": turns, "can_decide": can_decide, "ended": ENDED}
-    )
+    context = {"turns": turns, "can_decide": can_decide, "own_conversation": own, "ended": ENDED}
+    html = render_to_string(f"{CONVERSATION_TEMPLATE}#thread", context)
     return html, {turn["id"]: turn["last"] for turn in turns}
 
 
-def render_new_turn(turn_id: int, *, can_decide: bool) -> tuple[str, int]:
+def render_new_turn(turn_id: int, *, can_decide: bool, own: bool = False) -> tuple[str, int]:
     """A turn that started after the page was built, with its events so far, appended to the thread."""
     (turn,) = turn_views([Turn.objects.get(pk=turn_id)])
-    html = render_to_string(
-        f"{CONVERSATION_TEMPLATE}#new-turn", {"turn": turn, "can_decide": can_decide, "ended": ENDED}
-    )
+    context = {"turn": turn, "can_decide": can_decide, "own_conversation": own, "ended": ENDED}
+    html = render_to_string(f"{CONVERSATION_TEMPLATE}#new-turn", context)
     return html, turn["last"]
 
 
@@ -314,7 +339,7 @@ def needs_timeline(event: dict) -> bool:
     return event["type"] != EventType.DELTA
 
 
-def render_event(event: dict, *, can_decide: bool, routing: RoutingLog | None = None,
+def render_event(event: dict, *, can_decide: bool, own: bool = False, routing: RoutingLog | None = None,
                  timeline: dict | None = None) -> str:  # fmt: skip
     """The out-of-band fragments of one live event; pure rendering (the caller fetches the routing log and the
     timeline)."""
@@ -329,6 +354,7 @@ def render_event(event: dict, *, can_decide: bool, routing: RoutingLog | None = 
         "timeline": timeline,
         "decided": payload if event.get("phase") == "approval_decided" else None,
         "can_decide": can_decide,
+        "own_conversation": own,
         "ended": ENDED,
         "sequence": event["sequence"],
         "created_at": event.get("created_at", ""),

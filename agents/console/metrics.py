@@ -8,11 +8,11 @@ import datetime
 import math
 from dataclasses import dataclass
 
-from django.db.models import F, Sum
+from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from agents.models import RetentionDay, RoutingLog, Turn
+from agents.models import RetentionDay, RoutingLog, Turn, TurnEvent
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -86,11 +86,28 @@ def routing_metrics(*, since: datetime.datetime | None = None, until: datetime.d
     }
 
 
+# RoutingLog.tokens_saved in SQL, to sum over many logs at once.
+TOKENS_SAVED = Greatest(F("catalog_schema_tokens") - F("loaded_schema_tokens") - F("deferred_listing_tokens"), 0)
+FAILED_RESULT = Q(payload__is_error=True) | Q(payload__refused=True)  # a tool result that failed or was refused
+
+
+def tool_outcomes(*, since: datetime.datetime, until: datetime.datetime | None = None) -> dict[str, tuple[int, int]]:
+    """{tool name: (calls that returned, of them failed or refused)} over [since, until], in one query."""
+    results = TurnEvent.objects.filter(type=TurnEvent.Type.TOOL_RESULT, created_at__gte=since)
+    if until is not None:
+        results = results.filter(created_at__lte=until)
+    rows = (
+        results.order_by()
+        .values("payload__tool_name")
+        .annotate(calls=Count("id"), errors=Count("id", filter=FAILED_RESULT))
+    )
+    return {str(row["payload__tool_name"] or ""): (row["calls"], row["errors"]) for row in rows}
+
+
 def tokens_saved_total() -> int:
     """Schema tokens kept out of prompts by deferral over every logged request (RoutingLog.tokens_saved summed),
     those retention removed included (RetentionDay)."""
-    saved = Greatest(F("catalog_schema_tokens") - F("loaded_schema_tokens") - F("deferred_listing_tokens"), 0)
-    live = RoutingLog.objects.aggregate(total=Sum(saved))["total"] or 0
+    live = RoutingLog.objects.aggregate(total=Sum(TOKENS_SAVED))["total"] or 0
     return live + (RetentionDay.objects.aggregate(total=Sum("tokens_saved"))["total"] or 0)
 
 

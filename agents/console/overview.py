@@ -7,6 +7,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from .charts import bar_chart, line_chart
+from .error_summary import recent_errors
 from .metrics import live_counters, recent_latencies, recent_requests, turns_per_minute, turns_total
 
 TEMPLATE = "agents/overview.html"
@@ -20,6 +21,7 @@ def live_context(*, now: datetime.datetime | None = None) -> dict:
     minutes = [timezone.localtime(now - datetime.timedelta(minutes=MINUTES - 1 - index)) for index in range(MINUTES)]
     return {
         "counters": live_counters(now=now),
+        "errors": recent_errors(now=now),
         "turns_total": turns_total(),
         "routing_logs": recent_requests(),
         "turns_chart": bar_chart(
@@ -28,7 +30,7 @@ def live_context(*, now: datetime.datetime | None = None) -> dict:
             label="Turns per minute over the last hour",
             unit="turn",
             y_unit="turns per minute",
-            x_title="minute (server time)",
+            x_title=f"minute ({timezone.get_current_timezone_name()})",
             column="Minute",
         ),
         "latency_chart": line_chart(
@@ -37,7 +39,7 @@ def live_context(*, now: datetime.datetime | None = None) -> dict:
             keys=[str(pk) for pk in latencies["ids"]],
             label="Turn and steward milliseconds of the last 60 requests",
             unit="ms",
-            x_title="request start, oldest to latest (server time)",
+            x_title=f"request start, oldest to latest ({timezone.get_current_timezone_name()})",
             column="Started",
         ),
     }

@@ -3,15 +3,17 @@
 Every event is stored with its time (TurnEvent.created_at), so a step lasts from the event that starts it to
 the event that ends it: the steward from its first status to its decision, the bundle to the routing event,
 knowledge to its event, a model call from the event before its first streamed piece to its last piece (or to
-the tool call it asks for), a tool call to its result, an approval from its request to its decision, the
-record step to `done`. A tool call right after another's result (or an approval's decision) counts in the same
-model call: the events do not say whether the model was asked again in between. The same events give the same
+the tool call it asks for), a tool call to its result, an approval from its request to its decision (or to the
+turn's cancel, which is a step of its own), the record step to `done`. A tool call right after another's result
+(or an approval's decision) counts in the same model call: the events do not say whether the model was asked again
+in between. The same events give the same
 timeline, live or afterwards. Pure: reads no database.
 """
 
 import datetime
 
 from agents.models import TurnEvent
+from agents.turns.cancellation import CANCELLED_PHASE
 from catalog.models.tokens import count_tokens
 
 EventType = TurnEvent.Type
@@ -89,9 +91,17 @@ def turn_timeline(events: list[dict]) -> dict | None:
             approval = {"start": at, "name": payload.get("tool_name", "?")}
         elif kind == EventType.STATUS and phase in ("approval_decided", "resumed"):
             if approval is not None:
-                add("approval", f"Approval of {approval['name']}", approval["start"], at)
+                decision = payload.get("decision", "")
+                outcome = f" ({decision})" if decision and decision != "approved" else ""
+                add("approval", f"Approval of {approval['name']}{outcome}", approval["start"], at)
                 approval = None
             after_tool_or_decision = True
+        elif kind == EventType.ERROR and phase == CANCELLED_PHASE:
+            close_model(model["end"] if model else at)
+            if approval is not None:  # a cancel that closed no approval event still ends the wait
+                add("approval", f"Approval of {approval['name']} (cancelled)", approval["start"], at)
+                approval = None
+            add("cancel", payload.get("message", "Cancelled"), at, at)
         elif kind in (EventType.ERROR, EventType.DONE):
             close_model(model["end"] if model else at)
             if kind == EventType.DONE:

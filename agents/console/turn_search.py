@@ -1,4 +1,5 @@
-"""Search across conversations' turns: by text, tool called, status, owner and creation date; a page of results.
+"""Search across conversations' turns: by text, tool called, status, owner, channel and API key, and creation date;
+a page of results.
 
 Reads only. The filters are plain values (the view's form parses them); the results of a page are read in a
 fixed number of queries whatever their number (the page, then its messages and its tool calls). A turn's owner
@@ -25,6 +26,8 @@ class TurnFilters:
     tool: str = ""  # a tool the model called in the turn
     status: str = ""
     owner: str = ""  # the conversation owner's username
+    channel: str = ""  # Conversation.Channel: console, api or mcp
+    api_key: str = ""  # the name of the API key that started the conversation
     since: datetime.date | None = None  # created on or after this day
     until: datetime.date | None = None  # created on or before this day (the whole day)
 
@@ -46,6 +49,10 @@ def search_turns(filters: TurnFilters) -> QuerySet[Turn]:
         turns = turns.filter(status=filters.status)
     if filters.owner:
         turns = turns.filter(conversation__owner__username__iexact=filters.owner)
+    if filters.channel:
+        turns = turns.filter(conversation__channel=filters.channel)
+    if filters.api_key:
+        turns = turns.filter(conversation__api_key_name__iexact=filters.api_key)
     if filters.since:
         turns = turns.filter(created_at__gte=_start_of(filters.since))
     if filters.until:
@@ -68,9 +75,15 @@ def excerpt(content: str, text: str) -> str:
     return ("…" if start else "") + content[start:end] + ("…" if end < len(content) else "")
 
 
+def source(conversation) -> str:
+    """Where a conversation came from, as a page says it: "console", "API, key ci-bot", "MCP, key claude"."""
+    label = conversation.get_channel_display()
+    return f"{label}, key {conversation.api_key_name}" if conversation.api_key_name else label
+
+
 def result_rows(turns: list[Turn], *, text: str = "") -> list[dict]:
-    """What each result shows: request, answer (an excerpt around `text`), owner, status, tools called, link.
-    Two queries for the page: its user and assistant messages, its tool calls."""
+    """What each result shows: request, answer (an excerpt around `text`), owner, status, tools called (and which of
+    them failed), link. Two queries for the page: its user and assistant messages, its tool calls and results."""
     ids = [turn.pk for turn in turns]
     requests: dict[int, str] = {}
     answers: dict[int, str] = {}
@@ -81,18 +94,26 @@ def result_rows(turns: list[Turn], *, text: str = "") -> list[dict]:
         else:
             answers[turn_id] = content  # the last one: the turn's answer
     tools: dict[int, list[str]] = {}
-    calls = TurnEvent.objects.filter(turn_id__in=ids, type=TurnEvent.Type.TOOL_CALL).order_by("turn_id", "sequence")
-    for turn_id, name in calls.values_list("turn_id", "payload__tool_name"):
-        if name and name not in tools.setdefault(turn_id, []):
+    failed: dict[int, list[str]] = {}  # the tools whose result was an error or a refusal, per turn
+    events = TurnEvent.objects.filter(turn_id__in=ids, type__in=TurnEvent.TOOL_TYPES).order_by("turn_id", "sequence")
+    fields = ("turn_id", "type", "payload__tool_name", "payload__is_error", "payload__refused")
+    for turn_id, kind, name, is_error, refused in events.values_list(*fields):
+        if not name:
+            continue
+        if kind == TurnEvent.Type.TOOL_CALL and name not in tools.setdefault(turn_id, []):
             tools[turn_id].append(name)
+        elif kind == TurnEvent.Type.TOOL_RESULT and (is_error or refused) and name not in failed.get(turn_id, []):
+            failed.setdefault(turn_id, []).append(name)
     return [
         {
             "turn": turn,
             "conversation": turn.conversation,
             "owner": turn.conversation.owner.get_username(),
+            "source": source(turn.conversation),
             "request": excerpt(requests.get(turn.pk, ""), text),
             "answer": excerpt(answers.get(turn.pk, ""), text),
             "tools": tools.get(turn.pk, []),
+            "failed_tools": failed.get(turn.pk, []),
             "link": turn_link(conversation_id=turn.conversation_id, turn_id=turn.pk),
         }
         for turn in turns

@@ -1,5 +1,6 @@
-"""The console's pages: overview, live conversations, turn search, a tool's activity, routing logs, workflows,
-and an operator's actions on a turn (decide an approval, cancel it). Mounted at the root by toolhub.urls."""
+"""The console's pages: overview, live conversations, the approvals inbox, turn search, a tool's activity, routing
+logs, workflows, and an operator's actions on a turn (decide an approval, cancel it). Mounted at the root by
+toolhub.urls."""
 
 from django.urls import path
 
@@ -18,5 +19,6 @@ urlpatterns = [
     path("routing/<int:log_id>/", views.routing_detail, name="routing-detail"),
     path("workflows/", views.workflow_list, name="workflows"),
     path("workflows/<int:workflow_id>/cancel", views.workflow_cancel, name="workflow-cancel"),
+    path("approvals/", views.approvals_inbox, name="approvals"),
     path("approvals/<int:approval_id>/decide", views.decide, name="approval-decide"),
 ]

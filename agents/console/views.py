@@ -1,8 +1,8 @@
-"""Dashboard pages about conversations: overview, live console, turn search, a tool's activity, routing log,
-workflows, and an operator's actions on a turn (decide an approval, cancel it).
+"""Dashboard pages about conversations: overview, live console, approvals inbox, turn search, a tool's activity,
+routing log, workflows, and an operator's actions on a turn (decide an approval, cancel it).
 
-Thin: check the permission, parse the form, call a logic module (fragments, overview, turn_search,
-tool_activity here; agents.turns.start, .approvals, .cancellation, .workflows), render a page or, for htmx, its
+Thin: check the permission, parse the form, call a logic module (fragments, overview, turn_search, tool_activity,
+approval_inbox here; agents.turns.start, .approvals, .cancellation, .workflows), render a page or, for htmx, its
 partial. The policy simulation, which replays this app's routing logs, is a page of the policy it simulates
 (catalog.web.views).
 """
@@ -10,7 +10,7 @@ partial. The policy simulation, which replays this app's routing logs, is a page
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -21,19 +21,22 @@ from agents.access.abilities import START_TURN, allows
 from agents.models import Conversation, RoutingLog, ToolApproval, Turn, Workflow
 from agents.turns import cancellation
 from agents.turns.approvals import PERMISSION as DECIDE_PERMISSION
-from agents.turns.approvals import ApprovalClosed, decide_approval
+from agents.turns.approvals import ApprovalClosed, FourEyes, approval_to_decide, decide_approval, started_the_turn
 from agents.turns.retention import retention_status
 from agents.turns.start import start_console_turn
 from agents.turns.workflows import WorkflowError, cancel_workflow, http_status_for
 from catalog.knowledge.selectors import stale_snippets
 from catalog.models import Tool
+from catalog.policies.four_eyes import pending_changes
 from catalog.policies.selectors import catalog_schema_tokens, tools_needing_policy
 
-from . import fragments
+from . import approval_inbox, fragments
 from . import overview as live_overview
+from .examples import EXAMPLE_REQUESTS
 from .forms import (
     CancelWorkflowForm,
     ChatForm,
+    DecisionForm,
     RoutingFilterForm,
     ToolActivityForm,
     TurnSearchForm,
@@ -49,6 +52,8 @@ from .metrics import (
 from .tool_activity import tool_activity
 from .turn_search import search_page
 
+# What the overview shows (request texts, counts, latencies) is what turns tell: the permission to see turns.
+OVERVIEW_PERMISSION = "agents.view_turn"
 ROUTING_PAGE_SIZE = 200
 WORKFLOW_PAGE_SIZE = 200
 
@@ -60,12 +65,17 @@ def _back(request, default: str) -> str:
 
 @login_required
 def overview(request):
+    """The overview, for whoever may see turns (as its live socket, /ws/overview/). Everyone else lands here after
+    logging in too: a page that says their account has no role for it, and shows nothing of the traffic."""
+    if not request.user.has_perm(OVERVIEW_PERMISSION):
+        return render(request, "agents/no_role.html", {"permission": OVERVIEW_PERMISSION}, status=403)
     context = {
         "tool_count": Tool.objects.filter(enabled=True).count(),
         "needs_policy_count": tools_needing_policy().count(),
         "catalog_tokens": catalog_schema_tokens(),
         "retention": retention_status(),
         "stale_snippet_count": len(stale_snippets()),
+        "pending_policy_changes": pending_changes().count(),
         **live_overview.live_context(),
     }
     return render(request, "agents/overview.html", context)
@@ -78,7 +88,11 @@ def console_list(request):
     """GET: recent conversations (live over /ws/console/). POST: an operator starts a new conversation."""
     form = None
     if allows(request.user, START_TURN):
-        form = ChatForm(request.POST or None)
+        # ?message=… (an example request's link) pre-fills the box, unbound: nothing is validated or sent.
+        prefill = request.GET.get("message", "")[: ChatForm.base_fields["message"].max_length]
+        form = ChatForm(request.POST or None, initial={"message": prefill} if prefill else None)
+        if prefill and request.method == "GET":
+            form.fields["message"].widget.attrs["autofocus"] = True
     if request.method == "POST":
         if form is None:
             raise PermissionDenied("You may not start a conversation.")
@@ -87,7 +101,10 @@ def console_list(request):
                 user=request.user, text=form.cleaned_data["message"], model_profile=form.model_profile()
             )
             return redirect("console-conversation", conversation_id=turn.conversation_id)
-    context = {"rows": fragments.conversation_rows(), "form": form}
+    rows = fragments.conversation_rows()
+    # A first run: an operator with no conversation yet gets requests that work on the demo catalog.
+    examples = EXAMPLE_REQUESTS if form is not None and not rows else ()
+    context = {"rows": rows, "form": form, "examples": examples}
     return render(request, "agents/console.html", context, status=400 if form is not None and form.errors else 200)
 
 
@@ -116,6 +133,7 @@ def console_conversation(request, conversation_id: int):
         "conversation": conversation,
         "turns": fragments.thread(conversation),
         "can_decide": request.user.has_perm(DECIDE_PERMISSION),
+        "own_conversation": conversation.owner_id == request.user.pk,  # four eyes: they may only deny risky calls
         "form": form,
         "may_start": may_start,
         "running": fragments.has_running_turn(conversation),
@@ -179,39 +197,64 @@ def cancel_turn(request, turn_id: int):
 @require_POST
 @login_required
 def decide(request, approval_id: int):
-    """Approve or deny a pending risky call. decide_approval checks the permission (PermissionDenied -> 403).
+    """Approve or deny (with an optional reason) a pending risky call. The permission is checked before the id is
+    looked up (approval_to_decide: 403 for any id to whoever may not decide it, so ids cannot be probed).
 
-    htmx gets the approval's fragment back (409 with the reason when it was already closed).
+    htmx gets the approval's fragment back (409 with the reason when it was already closed, 400 for a bad form).
     """
-    pending = get_object_or_404(ToolApproval.objects.select_related("turn"), pk=approval_id)
+    try:
+        pending = approval_to_decide(approval_id=approval_id, user=request.user)
+    except ToolApproval.DoesNotExist:
+        raise Http404(f"No approval {approval_id}.") from None
     # Without JS the form posts and comes back: to `next`, else the conversation (fragments sent over the
     # WebSocket are rendered without a request, so their form has no `next`).
     back = _back(request, reverse("console-conversation", args=[pending.turn.conversation_id]))
-    decision = request.POST.get("decision")
-    if decision not in {"approve", "deny"}:
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
         if request.htmx:
-            return HttpResponse("Choose approve or deny.", status=400)
-        messages.error(request, "Choose approve or deny.")
+            context = {"approval": fragments.approval_card(pending, note=form.first_error()), "can_decide": True,
+                       "own_conversation": started_the_turn(request.user, pending)}  # fmt: skip
+            return render(request, "agents/conversation.html#approval", context, status=400)
+        messages.error(request, form.first_error())
         return redirect(back)
+    approve = form.cleaned_data["decision"] == "approve"
     try:
-        approval = decide_approval(approval_id=approval_id, user=request.user, approve=decision == "approve")
+        approval = decide_approval(approval_id=approval_id, user=request.user, approve=approve,
+                                   reason=form.cleaned_data["reason"])  # fmt: skip
+    except FourEyes as refused:
+        if not request.htmx:
+            raise  # the 403 page says why
+        context = {"approval": fragments.approval_card(pending, note=str(refused)), "can_decide": True,
+                   "own_conversation": True}  # fmt: skip
+        return render(request, "agents/conversation.html#approval", context, status=403)
     except ApprovalClosed as closed:
         if request.htmx:
             pending.refresh_from_db()
-            context = {"approval": _approval_view(pending, status=pending.status, note=str(closed))}
+            context = {"approval": fragments.approval_card(pending, note=str(closed))}
             return render(request, "agents/conversation.html#approval", context, status=409)
         messages.error(request, str(closed))
     else:
         if request.htmx:
-            context = {"approval": _approval_view(approval, status=approval.status)}
-            return render(request, "agents/conversation.html#approval", context)
+            return render(request, "agents/conversation.html#approval", {"approval": fragments.approval_card(approval)})
         messages.success(request, f"{approval.tool_name}: {approval.status}.")
     return redirect(back)
 
 
-def _approval_view(approval: ToolApproval, *, status: str, note: str = "") -> dict:
-    return {"id": approval.pk, "tool_name": approval.tool_name, "risk": approval.risk,
-            "arguments": fragments.arguments_text(approval.arguments), "status": status, "note": note}  # fmt: skip
+@require_GET
+@login_required
+@permission_required(approval_inbox.VIEW_TURNS, raise_exception=True)
+def approvals_inbox(request):
+    """Every tool call waiting for an approval (with its deadline, who started its turn and where) and every policy
+    change waiting for a second operator, each with the controls its own page has."""
+    context = {
+        "calls": approval_inbox.tool_call_rows(request.user),
+        "can_decide": request.user.has_perm(DECIDE_PERMISSION),
+        "show_policy_changes": request.user.has_perm(approval_inbox.VIEW_POLICIES),
+        "policy_changes": approval_inbox.policy_change_rows(request.user),
+        "can_edit_policies": request.user.has_perm(approval_inbox.EDIT_POLICIES),
+    }
+    template = "agents/approvals.html#inbox" if request.htmx else "agents/approvals.html"
+    return render(request, template, context)
 
 
 @require_GET

@@ -93,7 +93,10 @@ def redirect_uri_problem(uri) -> str | None:
     """Why `uri` cannot be a redirect URI here (https anywhere, or http on the loopback interface), or None."""
     if not isinstance(uri, str) or not uri:
         return "each redirect URI must be a non-empty string"
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+    except ValueError:  # e.g. an unclosed [IPv6 address
+        return f"{uri}: not a valid URI"
     if parts.fragment or "#" in uri:
         return f"{uri}: a redirect URI must not have a fragment"
     if parts.scheme == "https" and parts.hostname:

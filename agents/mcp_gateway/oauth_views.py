@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
+from oauth2_provider import models as oauth2_models
 from oauth2_provider.views import AuthorizationView
 
 from agents.access.abilities import CALL_TOOL, USE_MCP, allows
@@ -39,6 +40,13 @@ class ConsentView(AuthorizationView):
         }
         return context
 
+    def form_valid(self, form):
+        # The library looks the client up with .get(): a consent POST naming no registered client raised (500).
+        if not oauth2_models.get_application_model().objects.filter(client_id=form.cleaned_data["client_id"]).exists():
+            error = {"error": "invalid_client", "description": "No client is registered with that client_id."}
+            return self.render_to_response(self.get_context_data(form=form, error=error), status=400)
+        return super().form_valid(form)
+
     def get(self, request, *args, **kwargs):
         response = super().get(request, *args, **kwargs)
         redirect_uri = getattr(self, "oauth2_data", {}).get("redirect_uri")
@@ -60,7 +68,7 @@ def register(request):
     """RFC 7591: register a public MCP client; 201 with its client_id, or 400 saying which metadata is wrong."""
     if not settings.TOOLHUB_OAUTH_REGISTRATION:
         return _registration_error("access_denied", "Client registration is turned off here; ask an admin.", 403)
-    client = request.META.get("REMOTE_ADDR") or "unknown"
+    client = rate_limits.client_address(request)
     exceeded = rate_limits.take(f"oauth-register:{client}", limit=settings.TOOLHUB_LOGIN_RATE_LIMIT_PER_MINUTE,
                                 what="address")  # fmt: skip
     if exceeded is not None:

@@ -73,6 +73,13 @@ class CallRelay:
         notice = types.LoggingMessageNotification(params=params)
         self._send(self.ctx.session.send_notification(notice, related_request_id=self.ctx.request_id))
 
+    async def announce(self, message: str) -> None:
+        """A notice of toolhub's own about the call (it waits for an approval), when the caller asked for progress."""
+        try:
+            await self.ctx.session.report_progress(0, None, message)  # a no-op without a progressToken
+        except Exception as exc:  # the client went away: the answer will not reach it either
+            logger.debug("an MCP notice could not be sent: %s", exc)
+
     async def flush(self) -> None:
         """Wait for what was sent during the call, so it reaches the client before the call's answer."""
         for future in self.sent:

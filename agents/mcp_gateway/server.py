@@ -7,12 +7,13 @@ TOOLHUB_MCP_FOUND_TTL seconds, in any session (agents.mcp_gateway.found_tools: s
 clients open a session per call). Calling tool_search analyzes the query with
 the steward, as the runtime analyzes a user message, searches what that
 decision allows (catalog.search.service), remembers the found tools for the key and
-sends notifications/tools/list_changed. Any tool policy permits for the caller
-(under the neutral decision, or the decision it was found under) can be called
-by name, listed or not: loading is about context, not permission. A call goes
-through the runtime's own checks and execution (agents.turns.tool_calls.execute):
-its arguments must match its schema (an isError result says how they do not),
-and it runs as a builtin or on its MCP server. An MCP tool's answer passes on
+sends notifications/tools/list_changed. A tool named in tools/call is decided by its
+policy (agents.mcp_gateway.direct_calls), never by the router's reading of a request: listed
+or not, found or not, it runs when policy permits it; loading is about context, not
+permission. One whose policy requires confirmation waits for an approval
+(agents.mcp_gateway.call_approvals). A call goes through the runtime's own checks and
+execution (agents.turns.tool_calls.execute): its arguments must match its schema (an
+isError result says how they do not), and it runs as a builtin or on its MCP server. An MCP tool's answer passes on
 as its server sent it (every content block, structuredContent; text cut to the
 result budget); listings carry its title, outputSchema and annotations.
 Resources, resource templates, prompts and completions of the imported servers
@@ -21,8 +22,8 @@ subscriptions to their resources by agents.mcp_gateway.subscriptions, a call's
 progress and log messages by agents.mcp_gateway.progress.
 
 Never lists or runs a tool that policy denies or that has no policy: an unknown
-or denied tool, or one that requires an operator's approval (not offered over
-MCP), is a JSON-RPC error (-32602) saying why. Never serves a request without a
+or denied tool, or a call whose approval was denied or not given in time, is a
+JSON-RPC error (-32602) naming the rule. Never serves a request without a
 valid API key or OAuth access token (401 naming the OAuth resource metadata:
 agents.mcp_gateway.oauth), nor one its key's owner or scopes do not allow (403,
 agents.mcp_gateway.access), nor one past its key's or owner's rate limit (429 with
@@ -38,7 +39,6 @@ holds no connection.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import io
 import json
 import logging
@@ -63,17 +63,19 @@ from agents.router import StewardContext, analyze
 from agents.tools.results import truncate_blocks
 from agents.turns.tool_calls import CallOutcome, execute, refusal_reason, run_tool_search, schema_problem
 from catalog.mcp_client.client import observing
-from catalog.policies.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
+from catalog.policies.bundle import CapabilityBundle, LoadedTool, build_bundle
 from catalog.policies.decision import CatalogEntry, RoutingDecision, current_catalog
 from toolhub import rate_limits
-from toolhub.db_pool import BUSY_MESSAGE, RETRY_AFTER_SECONDS, is_pool_exhausted
+from toolhub.db_pool import RETRY_AFTER_SECONDS, unavailable_message
 
 from . import access as mcp_access
-from . import oauth
+from . import call_approvals, direct_calls, oauth
 from . import resources as mcp_resources
 from . import subscriptions as mcp_subscriptions
 from .body_limits import McpInputRejected
+from .call_approvals import ApprovalNeeded
 from .credentials import authenticate_bearer
+from .direct_calls import ToolRefused
 from .found_tools import found_tools, remember_found
 from .progress import CallRelay, on_set_logging_level
 
@@ -138,31 +140,6 @@ def session_tools(found: dict[str, RoutingDecision]) -> list[LoadedTool]:
     return list(tools.values())
 
 
-def _permitting(bundle: CapabilityBundle, name: str) -> CapabilityBundle | None:
-    """`bundle` with `name` loaded when policy allows it there (loaded or deferred), else None."""
-    if bundle.holds(name):
-        return bundle
-    entry = _bundles.entry(name)
-    if name not in bundle.deferred_names or entry is None:
-        return None
-    return dataclasses.replace(bundle, loaded=(*bundle.loaded, loaded_tool(entry)))
-
-
-def call_bundle(name: str, found) -> CapabilityBundle:
-    """The bundle a direct call of `name` is checked against: the neutral one, or the one of the search that found
-    it, with `name` loaded whenever policy allows it there; else the neutral one (whose refusal says why).
-
-    `found()` gives what the caller found ({name: decision}); it is asked only when the neutral bundle says no.
-    """
-    neutral = _bundles.get(NEUTRAL)
-    permitted = _permitting(neutral, name)
-    if permitted is None:
-        decision = found().get(name)
-        if decision is not None:
-            permitted = _permitting(_bundles.get(decision), name)
-    return permitted or neutral
-
-
 def result_token_limit() -> int:
     profile = ModelProfile.objects.filter(name=settings.TOOLHUB_MODEL_PROFILE).only("reserved_result_tokens").first()
     return profile.reserved_result_tokens if profile else DEFAULT_RESULT_TOKENS
@@ -191,29 +168,41 @@ def search_tools(arguments: dict, api_key_id: int) -> CallOutcome:
     return outcome
 
 
-class ToolRefused(Exception):
-    """The tool is unknown, denied by policy, or not callable over MCP; the message says which and why."""
+def call(
+    name: str, arguments: dict, api_key_id: int, *, max_result_tokens: int | None = None, approval_id: int | None = None
+) -> CallOutcome:
+    """One tools/call, decided by the tool's policy (agents.mcp_gateway.direct_calls), then the runtime's checks and
+    execution. `approval_id`: the decided approval a call that requires confirmation runs under.
 
-
-def call(name: str, arguments: dict, api_key_id: int, *, max_result_tokens: int | None = None) -> CallOutcome:
-    """One tools/call: the runtime's checks and execution, against the bundle that permits the tool for the key.
-
-    Raises ToolRefused when the tool is not run for a reason that is not the arguments' or the tool's own.
+    Raises ToolRefused when the tool is not run for a reason that is not the arguments' or the tool's own, and
+    ApprovalNeeded (an approval was asked) when its policy requires confirmation and no approval is given.
     """
     if name == settings.TOOLHUB_SEARCH_TOOL:
         outcome = search_tools(arguments, api_key_id)
-    else:
-        bundle = call_bundle(name, lambda: found_tools(api_key_id))
+        if outcome.refused:
+            raise ToolRefused(json.loads(outcome.content)["error"])
+        return outcome
+    entry = _bundles.entry(name)
+    reason = direct_calls.refusal(name, entry)
+    if reason:
+        raise ToolRefused(reason)
+    bundle = direct_calls.bundle_holding(_bundles.get(NEUTRAL), entry)
+    budget = max_result_tokens or result_token_limit()
+    if not direct_calls.requires_approval(entry):
         tool_call = ToolCall(id=f"mcp-{time.monotonic_ns()}", name=name, arguments=json.dumps(arguments))
-        budget = max_result_tokens or result_token_limit()
         outcome = execute(tool_call, bundle, emit=_ignore_status, max_result_tokens=budget)
-        if outcome.refused and any(tool.name == name and tool.requires_confirmation for tool in bundle.loaded):
-            raise ToolRefused(
-                f"{name} requires an operator's approval before it runs, and approval is not offered over MCP; "
-                "it was not run. Ask for it through the toolhub console or the chat API instead."
-            )
-    if outcome.refused:
-        raise ToolRefused(json.loads(outcome.content)["error"])
+        if outcome.refused:
+            raise ToolRefused(json.loads(outcome.content)["error"])
+        return outcome
+    problem = schema_problem(arguments, entry.input_schema)  # before a person is asked to approve a call that fails
+    if problem:
+        return CallOutcome(content=json.dumps({"error": problem}), is_error=True)
+    if approval_id is None:
+        raise call_approvals.ask(name=name, arguments=arguments, api_key_id=api_key_id, risk=entry.policy.risk)
+    approval, message_id = call_approvals.claim(approval_id, name=name, arguments=arguments, api_key_id=api_key_id)
+    tool_call = ToolCall(id=approval.tool_call_id, name=name, arguments=json.dumps(arguments))
+    outcome = execute(tool_call, bundle, emit=_ignore_status, max_result_tokens=budget, approved=True)
+    call_approvals.settle(approval, message_id, outcome)
     return outcome
 
 
@@ -271,22 +260,31 @@ def build_server() -> Server:
         key = _caller(ctx)
         relay = CallRelay(ctx)  # the MCP server's progress and log messages for this call go to this client
 
-        def run() -> tuple[CallOutcome, bool, int]:
+        def run(approval_id: int | None = None) -> tuple[CallOutcome, bool, int]:
             before = set(found_tools(key)) if params.name == settings.TOOLHUB_SEARCH_TOOL else set()
             budget = result_token_limit()
             with observing(relay.observer):
-                outcome = call(params.name, params.arguments or {}, key, max_result_tokens=budget)
+                outcome = call(params.name, params.arguments or {}, key, max_result_tokens=budget,
+                               approval_id=approval_id)  # fmt: skip
             return outcome, bool(set(outcome.found) - before), budget
 
         try:
             # Not thread-sensitive: a slow MCP tool must not hold up every other ORM call of this process.
-            outcome, newly_found, budget = await database_sync_to_async(run, thread_sensitive=False)()
+            try:
+                outcome, newly_found, budget = await database_sync_to_async(run, thread_sensitive=False)()
+            except ApprovalNeeded as needed:  # the call waits for a person's decision, then runs if approved
+                await relay.announce(str(needed))
+                await call_approvals.wait_for_decision(needed.approval_id)
+                outcome, newly_found, budget = await database_sync_to_async(run, thread_sensitive=False)(
+                    needed.approval_id
+                )
         except ToolRefused as refused:
             raise MCPError(code=types.INVALID_PARAMS, message=str(refused)) from None
         except Exception as error:
-            if not is_pool_exhausted(error):
+            message = unavailable_message(error)
+            if message is None:
                 raise
-            raise MCPError(code=SERVER_BUSY, message=BUSY_MESSAGE) from None
+            raise MCPError(code=SERVER_BUSY, message=message) from None
         finally:
             await relay.flush()
         if newly_found:
@@ -376,9 +374,10 @@ class McpEndpoint:
             await _send_json(send, rejected.status, rejected.payload())
             return
         except Exception as error:
-            if not is_pool_exhausted(error):
+            message = unavailable_message(error)
+            if message is None:
                 raise
-            await _send_json(send, 503, mcp_access.jsonrpc_error(None, SERVER_BUSY, BUSY_MESSAGE),
+            await _send_json(send, 503, mcp_access.jsonrpc_error(None, SERVER_BUSY, message),
                              headers=((b"retry-after", str(RETRY_AFTER_SECONDS).encode()),))  # fmt: skip
             return
         if checked is not None:

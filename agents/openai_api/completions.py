@@ -20,7 +20,7 @@ from agents.turns import watchdog
 from agents.turns.dispatch import enqueue_turn
 from agents.turns.events import FailureReason, stored_events, turn_group
 from catalog.models.tokens import count_tokens
-from toolhub.db_pool import is_pool_exhausted
+from toolhub.db_pool import unavailable_message
 
 from .errors import failure_error
 
@@ -51,6 +51,8 @@ async def turn_events(turn_id: int, *, start):
     heard = time.monotonic()
     try:
         while time.monotonic() < deadline:
+            if runner.done() and runner.exception() is not None:
+                raise runner.exception()  # the turn could not be started: the stream ends with an error frame
             for event in await from_store(stored_events, turn_id, after=last) or ():
                 last, heard = event["sequence"], time.monotonic()
                 yield event
@@ -95,19 +97,20 @@ async def turn_events(turn_id: int, *, start):
         if receiving is not None:
             receiving.cancel()
         await follow(layer.group_discard, turn_group(turn_id), channel)
-        if runner.done() and runner.exception():
-            raise runner.exception()
+        if runner.done() and not runner.cancelled() and runner.exception() is not None:
+            log.warning("turn %s: starting it failed: %r", turn_id, runner.exception())
 
 
 async def from_store(read, *args, **kwargs):
     """`read(*args, **kwargs)` on a pooled connection handed back after (database_sync_to_async closes it);
-    None when the pool had no connection to give in time (the caller tries again a second later)."""
+    None when the pool had no connection to give in time or the database could not be reached (restarting): the
+    caller tries again a second later, and keeps its keep-alives going meanwhile."""
     try:
         return await database_sync_to_async(read)(*args, **kwargs)
     except Exception as error:
-        if not is_pool_exhausted(error):
+        if unavailable_message(error) is None:
             raise
-        log.warning("%s(%s): no database connection in time; trying again", read.__name__, args)
+        log.warning("%s(%s): no database connection (%r); trying again", read.__name__, args, error)
         await asyncio.sleep(1.0)
         return None
 
@@ -184,18 +187,23 @@ async def sse_stream(turn_id: int, model: str):
     an error frame ({"error": {...}}, as OpenAI does mid-stream) in place of the rest."""
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     failed = False
-    async for event in turn_events(turn_id, start=starter(turn_id)):
-        if event is KEEPALIVE:
-            yield ": keep-alive\n\n"
-            continue
-        if failed:
-            continue
-        if event["type"] == EventType.ERROR:
-            failed = True
-            yield sse_line(failure_error(event.get("payload", {})).body())
-            continue
-        for frame in sse_frames(event, completion_id, model):
-            yield sse_line(frame)
+    try:
+        async for event in turn_events(turn_id, start=starter(turn_id)):
+            if event is KEEPALIVE:
+                yield ": keep-alive\n\n"
+                continue
+            if failed:
+                continue
+            if event["type"] == EventType.ERROR:
+                failed = True
+                yield sse_line(failure_error(event.get("payload", {})).body())
+                continue
+            for frame in sse_frames(event, completion_id, model):
+                yield sse_line(frame)
+    except Exception:  # whatever broke the stream, the client gets an error frame and [DONE], never a cut
+        log.exception("turn %s: its stream failed", turn_id)
+        if not failed:
+            yield sse_line(failure_error({"reason": FailureReason.INTERNAL}).body())
     yield "data: [DONE]\n\n"
 
 

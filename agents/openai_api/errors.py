@@ -25,6 +25,11 @@ class ApiError(Exception):
         return JsonResponse(self.body(), status=self.status, headers=self.headers)
 
     @classmethod
+    def method_not_allowed(cls, message: str, *, allow: tuple[str, ...]) -> "ApiError":
+        """405 with the methods the path takes in Allow (RFC 9110 §15.5.6 requires it on every 405)."""
+        return cls(405, message, code="method_not_allowed", headers={"Allow": ", ".join(allow)})
+
+    @classmethod
     def rate_limited(cls, exceeded: Exceeded) -> "ApiError":
         return cls(429, exceeded.message, type="rate_limit_error", code="rate_limit_exceeded", headers=exceeded.headers)
 
@@ -32,6 +37,9 @@ class ApiError(Exception):
     def of(cls, problem: ClientToolError) -> "ApiError":
         return cls(400, problem.message, param=problem.param, code=problem.code)
 
+
+# A 503 (the service is there, a part it needs is not) says when to try again.
+RETRY_AFTER_SECONDS = 5
 
 # A failed turn's FailureReason -> (HTTP status, error type, code, message). Model errors name no upstream URL.
 FAILURES = {
@@ -45,6 +53,8 @@ FAILURES = {
     FailureReason.CONTEXT_LENGTH_EXCEEDED: (400, "invalid_request_error", "context_length_exceeded",
                                             "The conversation outgrew the model's context window during the turn."),
     FailureReason.CANCELLED: (409, "api_error", "turn_cancelled", "An operator cancelled the turn before it finished."),
+    FailureReason.BROKER_UNAVAILABLE: (503, "api_error", "broker_unavailable",
+                                       "The task queue could not take the turn; send the request again shortly."),
     FailureReason.INTERNAL: (500, "server_error", "internal_error", "The turn failed inside toolhub."),
 }  # fmt: skip
 
@@ -52,4 +62,5 @@ FAILURES = {
 def failure_error(payload: dict) -> ApiError:
     """The API's error for a turn's error event."""
     status, kind, code, message = FAILURES.get(payload.get("reason"), FAILURES[FailureReason.INTERNAL])
-    return ApiError(status, message, type=kind, code=code)
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+    return ApiError(status, message, type=kind, code=code, headers=headers)

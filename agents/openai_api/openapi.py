@@ -3,7 +3,7 @@
 Written by hand beside the checks it describes (agents.openai_api.body_limits, agents.openai_api.views
 parse_request, agents.turns.client_tools); the bounds come from the same settings, so
 the document says what this deployment enforces. The fuzz test
-(tests/test_api_fuzz.py) generates requests from it. Describes only; never
+(tests/agents/openai_api/test_api_fuzz.py) generates requests from it. Describes only; never
 validates a request (the checks above do, with clearer messages).
 """
 
@@ -263,6 +263,8 @@ def openapi_document() -> dict:
                 "post": {
                     "operationId": "decideApproval",
                     "summary": "Approve or deny a tool call waiting for a decision.",
+                    "description": "At a four-eyes risk level (TOOLHUB_FOUR_EYES_RISKS) a key of the user who started "
+                    "the turn may deny the call but not approve it: 403 with code four_eyes.",
                     "parameters": [approval_id],
                     "requestBody": {"required": True, "content": json_content(ref("ApprovalDecision"))},
                     "responses": {

@@ -32,10 +32,10 @@ from django.http import JsonResponse, StreamingHttpResponse
 
 from agents.access.abilities import DECIDE_APPROVAL, LIST_MODELS, START_TURN, Ability, refusal
 from agents.access.api_keys import authenticate
-from agents.models import Conversation, Message, ModelProfile, ToolApproval, default_profile
+from agents.models import ApiKey, Conversation, Message, ModelProfile, ToolApproval, default_profile
 from agents.providers import upstream_of
 from agents.turns import memory, prompt
-from agents.turns.approvals import ApprovalClosed, decide_approval
+from agents.turns.approvals import ApprovalClosed, FourEyes, decide_approval
 from agents.turns.client_tools import ClientToolError, check_name_conflicts, check_transcript, parse_client_tools
 from agents.turns.start import create_turn
 from catalog.models import Tool
@@ -48,6 +48,7 @@ from .errors import ApiError
 from .openapi import openapi_document
 
 DEFAULT_MODEL = "toolhub"
+READ_METHODS = ("GET", "HEAD")
 ROLES = {"system", "user", "assistant", "tool"}
 
 
@@ -118,7 +119,7 @@ def parse_request(body: bytes) -> dict:
         raise ApiError(400, "temperature must be a number between 0 and 2.", param="temperature")
     return {
         "messages": parsed,
-        "model": payload.get("model") or DEFAULT_MODEL,  # no model (or null): the default, as the README says
+        "model": payload.get("model") or DEFAULT_MODEL,  # no model (or null): the default, as docs/api.md says
         "stream": bool(payload.get("stream")),
         "two_stage": payload.get("two_stage_analysis") is not False,
         "client": client,
@@ -169,9 +170,10 @@ def check_context_length(profile: ModelProfile, request: dict) -> None:
 
 
 @transaction.atomic
-def open_turn(user, request: dict):
+def open_turn(user, request: dict, *, api_key: ApiKey | None = None):
     """Check what needs the database, then store the conversation, its history and the queued turn together,
-    or nothing. The client's messages after the last user message (tool calls and their results) follow it."""
+    or nothing. The client's messages after the last user message (tool calls and their results) follow it.
+    `api_key`: the key the request came with, recorded on the conversation (the API channel)."""
     profile = requested_profile(request["model"])
     client = request["client"]
     try:
@@ -183,7 +185,10 @@ def open_turn(user, request: dict):
     messages = request["messages"]
     last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
     request_text = messages[last_user]["content"]
-    conversation = Conversation.objects.create(owner=user, model_profile=profile, title=request_text[:200])
+    conversation = Conversation.objects.create(
+        owner=user, model_profile=profile, title=request_text[:200], channel=Conversation.Channel.API,
+        api_key=api_key, api_key_name=api_key.name if api_key else "",
+    )  # fmt: skip
     stored = [
         Message(
             conversation=conversation,
@@ -201,9 +206,9 @@ def open_turn(user, request: dict):
     return turn
 
 
-def start_turn(user, request: dict):
+def start_turn(user, request: dict, *, api_key: ApiKey | None = None):
     """open_turn, and the `model` its answer carries."""
-    turn = open_turn(user, request)
+    turn = open_turn(user, request, api_key=api_key)
     return turn, served_model(turn.conversation.model_profile)
 
 
@@ -220,24 +225,27 @@ def _authorize(header: str, ability: Ability):
     if refused is not None:
         code = "insufficient_scope" if refused.missing_scopes else "insufficient_permissions"
         raise ApiError(403, refused.message, type="permission_error", code=code)
-    return api_key.user
+    return api_key
 
 
 async def api_user(request, ability: Ability):
-    """The user an API request acts as, for `ability`: 401 without a valid key, 403 when it may not."""
+    """The user an API request acts as, for `ability`: 401 without a valid key, 403 when it may not. The key
+    itself is left on the request (`request.api_key`) for what records who asked."""
     header = request.headers.get("Authorization", "")
     if not header.startswith("Bearer "):
         raise ApiError(401, "Missing API key: send Authorization: Bearer <key>.", type="authentication_error")
-    return await database_sync_to_async(_authorize)(header, ability)
+    api_key = await database_sync_to_async(_authorize)(header, ability)
+    request.api_key = api_key
+    return api_key.user
 
 
 async def chat_completions(request):
     try:
         if request.method != "POST":
-            raise ApiError(405, "Use POST for /v1/chat/completions.")
+            raise ApiError.method_not_allowed("Use POST for /v1/chat/completions.", allow=("POST",))
         user = await api_user(request, START_TURN)
         parsed = parse_request(check_chat_request(request))  # size, depth, strings, types: body_limits
-        turn, answering = await database_sync_to_async(start_turn)(user, parsed)
+        turn, answering = await database_sync_to_async(start_turn)(user, parsed, api_key=request.api_key)
     except (ApiError, InputRejected) as error:
         return error.response()
     if parsed["stream"]:
@@ -253,10 +261,11 @@ async def chat_completions(request):
 
 
 async def approval(request, approval_id: int):
-    """POST {"approve": true|false}: the conversation's owner (or an operator) decides a pending call."""
+    """POST {"approve": true|false}: the conversation's owner (or an operator) decides a pending call; at a four-eyes
+    risk level the owner may only deny it (403 four_eyes)."""
     try:
         if request.method != "POST":
-            raise ApiError(405, "Use POST to decide an approval.")
+            raise ApiError.method_not_allowed("Use POST to decide an approval.", allow=("POST",))
         user = await api_user(request, DECIDE_APPROVAL)
         try:
             body = json.loads(check_json_body(request) or b"")
@@ -270,6 +279,8 @@ async def approval(request, approval_id: int):
             )
         except ToolApproval.DoesNotExist:
             raise ApiError(404, f"No approval {approval_id}.", code="approval_not_found") from None
+        except FourEyes as refused:
+            raise ApiError(403, str(refused), type="permission_error", code="four_eyes") from None
         except PermissionDenied:
             raise ApiError(403, "This key may not decide that approval.", type="permission_error") from None
         except ApprovalClosed as closed:
@@ -301,8 +312,8 @@ def model_objects() -> list[dict]:
 async def model(request, model_id: str):
     """GET /v1/models/<id>: the model object, or a JSON 404 error object for an unknown id."""
     try:
-        if request.method not in {"GET", "HEAD"}:
-            raise ApiError(405, "Use GET for /v1/models/<id>.")
+        if request.method not in READ_METHODS:
+            raise ApiError.method_not_allowed("Use GET for /v1/models/<id>.", allow=READ_METHODS)
         await api_user(request, LIST_MODELS)
         found = [m for m in await database_sync_to_async(model_objects)() if m["id"] == model_id]
         if not found:
@@ -314,8 +325,8 @@ async def model(request, model_id: str):
 
 async def models(request):
     try:
-        if request.method not in {"GET", "HEAD"}:
-            raise ApiError(405, "Use GET for /v1/models.")
+        if request.method not in READ_METHODS:
+            raise ApiError.method_not_allowed("Use GET for /v1/models.", allow=READ_METHODS)
         await api_user(request, LIST_MODELS)
     except ApiError as error:
         return error.response()
@@ -324,6 +335,6 @@ async def models(request):
 
 def openapi(request):
     """GET /v1/openapi.json: the OpenAPI 3.1 description of /v1 (public, like the API's documentation)."""
-    if request.method not in {"GET", "HEAD"}:
-        return ApiError(405, "Use GET for /v1/openapi.json.").response()
+    if request.method not in READ_METHODS:
+        return ApiError.method_not_allowed("Use GET for /v1/openapi.json.", allow=READ_METHODS).response()
     return JsonResponse(openapi_document())

@@ -12,11 +12,13 @@ delta is ever sent twice.
 
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import openai
 from django.conf import settings
 
 from .base import ModelChunk, ModelTimeout, ModelUnavailable, ToolCall, TurnHints
+from .tracing import report_usage, traced
 
 __all__ = ["ModelUnavailable", "OpenAICompatProvider"]
 
@@ -39,6 +41,14 @@ class OpenAICompatProvider:
     def stream(
         self, messages: list[dict], tools: list[dict], *, hints: TurnHints, tool_choice=None, parallel_tool_calls=None
     ) -> Iterator[ModelChunk]:
+        where = urlsplit(self.base_url)
+        return traced(self._stream(messages, tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls),
+                      provider="openai", model=self.model, messages=messages, tools=tools,
+                      server=where.hostname or "", port=where.port)  # fmt: skip
+
+    def _stream(
+        self, messages: list[dict], tools: list[dict], *, tool_choice, parallel_tool_calls
+    ) -> Iterator[ModelChunk]:
         request = {"model": self.model, "messages": messages, "stream": True}
         if tools:  # toolhub's and the client's alike; the client's choices pass through as it sent them
             request["tools"] = tools
@@ -56,6 +66,8 @@ class OpenAICompatProvider:
                 with response:
                     for chunk in response:
                         self._left(deadline)  # a server that trickles past the deadline is cut off too
+                        if getattr(chunk, "usage", None):  # servers that report it (OpenAI's include_usage)
+                            report_usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
                         if not chunk.choices:
                             continue
                         choice = chunk.choices[0]

@@ -9,16 +9,18 @@ it reads or writes as the case expects. The gate only matters for writes, so the
 minimum is the calibrated value of the lowest bin from which the write decisions
 are right at least TARGET_PRECISION of the time, read from the same monotone fit over
 the writes alone (raised above any lower bin the fit of all decisions pooled with it). settings.TOOLHUB_MIN_CONFIDENCE
-defaults to that value. The README's benchmark section prints the table.
+defaults to that value. The table of December 2026 is in bench/results/2026-12-benchmark-notes.md.
 """
 
 import bisect
 import contextlib
 import json
 import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any, TypedDict
 
 TABLE_FILE = Path(__file__).with_name("calibration.json")
 BIN_EDGES = (0.0, 0.3, 0.45, 0.6, 0.7, 0.8, 0.9, 1.0001)
@@ -37,7 +39,27 @@ class Bin:
         return self.right / self.cases if self.cases else None
 
 
-def fit(samples: list[tuple[float, bool, bool]]) -> dict:
+class TableBin(TypedDict):
+    raw_from: float
+    raw_to: float
+    cases: int
+    right: int
+    writes: int
+    writes_right: int
+    calibrated: float | None
+
+
+class Table(TypedDict):
+    """calibration.json: what `fit` returns (read back from JSON, `points` are lists rather than tuples)."""
+
+    target_precision: float
+    bins: list[TableBin]
+    points: Sequence[Sequence[float]]
+    min_confidence: float
+    samples: int
+
+
+def fit(samples: list[tuple[float, bool, bool]]) -> Table:
     """The calibration table for (raw confidence, decision right, decision writes) samples."""
     bins, write_bins = [], []
     for low, high in zip(BIN_EDGES, BIN_EDGES[1:], strict=False):
@@ -87,7 +109,8 @@ def monotone(counts: list[tuple[int, int]]) -> dict[int, float]:
     """Pool adjacent violators over (right, cases) bins: index -> fitted rate, never lower for a higher bin.
 
     Bins without cases are left out."""
-    merged: list[list] = []
+    # [right, cases, member indices]: a mutable mixed-type row, so its items are Any.
+    merged: list[list[Any]] = []
     for i, (right, cases) in enumerate(counts):
         if not cases:
             continue
@@ -101,9 +124,10 @@ def monotone(counts: list[tuple[int, int]]) -> dict[int, float]:
 
 
 @cache
-def table() -> dict | None:
+def table() -> Table | None:
     try:
-        return json.loads(TABLE_FILE.read_text(encoding="utf-8"))
+        loaded: Table = json.loads(TABLE_FILE.read_text(encoding="utf-8"))
+        return loaded
     except (OSError, ValueError):
         return None
 
@@ -112,7 +136,7 @@ _local = threading.local()
 
 
 @contextlib.contextmanager
-def raw_confidences():
+def raw_confidences() -> Iterator[None]:
     """Within this block (this thread) decisions carry their raw confidence: calibrating reads them."""
     _local.raw = True
     try:

@@ -21,6 +21,7 @@ clause is routed alone (segments()); steward.py merges them.
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from catalog.models import Action
@@ -30,7 +31,7 @@ from . import calibration
 from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Hits
 from .nearest_examples import Neighbours
 
-# How much each signal weighs (sum 1). Round numbers, chosen on routing_dev (README).
+# How much each signal weighs (sum 1). Round numbers, chosen on routing_dev (bench/results/2026-12-benchmark-notes.md).
 NEIGHBOUR_WEIGHT = 0.5
 RANKING_WEIGHT = 0.35
 LEXICON_WEIGHT = 0.15
@@ -88,9 +89,10 @@ class Routed:
     tool_scores: dict[str, float] = field(default_factory=dict)
     reads_only: bool = False  # the text wants to read (lexicon.Hits.reads_only)
     question: bool = False  # the text is a question (lexicon.Hits.question)
+    text: str = ""  # what was read (a clause's own words)
 
 
-def _shares(counter: Counter) -> dict:
+def _shares(counter: Mapping[str, float]) -> dict[str, float]:
     total = sum(value for value in counter.values() if value > 0)
     return {key: value / total for key, value in counter.items() if value > 0} if total else {}
 
@@ -103,11 +105,12 @@ def ranking_votes(evidence: Evidence) -> tuple[dict[str, float], dict[str, float
     best = top[0][1]
     weights = {name: math.exp((score - best) / RANKING_TEMPERATURE) for name, score in top}
     tools = _shares(Counter(weights))
-    actions, domains = Counter(), Counter()
+    actions: Counter[str] = Counter()
+    domains: Counter[str] = Counter()
     for name, share in tools.items():
-        actions[ACTION_OF_OPERATION[evidence.operations[name]]] += share
+        actions[ACTION_OF_OPERATION[evidence.operations[name]]] += share  # type: ignore[assignment]  # float shares: typeshed's Counter counts ints only
         for domain in evidence.domains_of.get(name, ()):
-            domains[domain] += share
+            domains[domain] += share  # type: ignore[assignment]  # float shares, as above
     return tools, dict(actions), _shares(domains)
 
 
@@ -132,22 +135,22 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     total = sum(weights.values()) or 1.0
     weights = {key: value / total for key, value in weights.items()}
 
-    actions: Counter = Counter()
+    actions: Counter[str] = Counter()
     for source, votes in (
         ("neighbours", _shares(neighbours.actions)),
         ("ranking", rank_actions),
         ("lexicon", lex_actions),
     ):
         for action, share in votes.items():
-            actions[action] += weights[source] * share
-    domain_votes: Counter = Counter()
+            actions[action] += weights[source] * share  # type: ignore[assignment]  # float votes: typeshed's Counter counts ints only
+    domain_votes: Counter[str] = Counter()
     for source, votes in (
         ("neighbours", _shares(neighbours.domains)),
         ("ranking", rank_domains),
         ("lexicon", lex_domains),
     ):
         for domain, share in votes.items():
-            domain_votes[domain] += weights[source] * share
+            domain_votes[domain] += weights[source] * share  # type: ignore[assignment]  # float votes, as above
 
     # Only the examples know "no tool"; without them every request may need one.
     answer_share = neighbours.answer if not neighbours.empty else 0.0
@@ -161,7 +164,7 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
             # read in sight, the write stays unconfident.
             reads = {a: v for a, v in tool_actions.items() if a in READ_ACTIONS}
             if reads:
-                action = max(reads, key=reads.get)
+                action = max(reads, key=reads.get)  # type: ignore[arg-type]  # every key of reads is in it: .get never returns None
         raw = tool_actions[action] / sum(tool_actions.values()) * (1.0 - answer_share)
         if action not in READ_ACTIONS and evidence.hits.reads_only:
             raw *= QUESTION_WRITE_FACTOR
@@ -171,6 +174,9 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
             support = weights["neighbours"] * _shares(neighbours.actions).get(action, 0.0)
             support += weights["lexicon"] * lex_actions.get(action, 0.0)
             raw *= min(1.0, support / WRITE_WITNESS)
+            if not evidence.hits.names_object:
+                # "delete it", "xóa nó đi": what it would change is not in the request. Fail closed: no write.
+                raw = 0.0
         best_domain = max(domain_votes.values(), default=0.0)
         domains = frozenset(d for d, v in domain_votes.items() if v >= DOMAIN_SHARE * best_domain and v > 0)
     else:
@@ -187,7 +193,13 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     if state.workflow_phase:
         decision = in_workflow(decision, state, asks_to_read=evidence.hits.reads_only or evidence.hits.question)
     return Routed(
-        decision, needs_tool, raw, tool_scores, reads_only=evidence.hits.reads_only, question=evidence.hits.question
+        decision,
+        needs_tool,
+        raw,
+        tool_scores,
+        reads_only=evidence.hits.reads_only,
+        question=evidence.hits.question,
+        text=evidence.text,
     )
 
 
@@ -208,13 +220,24 @@ def in_workflow(decision: RoutingDecision, state: ConversationState, *, asks_to_
 
 # Clause boundaries: a sentence end, a semicolon, or a connective between clauses (a bare
 # comma is not one: "189k, add 10% VAT, total?" is one request). The connectives are a few
-# closed-class words (and, also, then, plus; và, rồi, còn, với lại, thêm nữa).
+# closed-class words that join or order steps (and, also, then, plus, after that; và, rồi,
+# còn, với lại, thêm nữa, sau đó, tiếp theo, cuối cùng); "finally", "lastly" and "afterwards"
+# only after a comma ("I finally got it" is one clause). A clause loses the connective it opens with.
 _BOUNDARY = re.compile(
     r"(?<=[.;?!])\s+"
-    r"|\s*,?\s+(?:and\s+also|and\s+then|and|also|then|plus|và|rồi|còn|với lại|thêm nữa)\s+",
+    r"|\s*,?\s+(?:and\s+also|and\s+then|and\s+finally|after\s+that|and|also|then|plus"
+    r"|và|rồi|còn|với lại|thêm nữa|sau đó|tiếp theo|cuối cùng)\s*,?\s+"
+    r"|\s*,\s*(?:finally|lastly|afterwards)\s*,?\s+",
     re.IGNORECASE,
 )
-MAX_SEGMENTS = 3
+_OPENING_CONNECTIVE = re.compile(
+    r"^(?:and\s+then|and\s+finally|after\s+that|afterwards|then|finally|lastly|also"
+    r"|sau đó|tiếp theo|cuối cùng|rồi)\b\s*,?\s*",
+    re.IGNORECASE,
+)
+# A request of several steps ("... Then ... Lastly ...") has up to this many clauses read apart; the public multi-step
+# benchmarks need up to six tools a request.
+MAX_SEGMENTS = 6
 MIN_SEGMENT_WORDS = 2
 # "M-10 and M-11", "SUMMER24 và TET25", "Tokyo and Paris": a bare "and" between two names or ids joins two things
 # one request is about, it does not start a second request. A name is a capitalised word that does not open the text.
@@ -222,7 +245,7 @@ _JOINING = re.compile(r"\s*(?:and|và|plus)\s+", re.IGNORECASE)
 _NAME_OR_ID_WORD = re.compile(r"(?:[A-ZĐ][\w'’.-]*|[A-Za-z]+-?\d[\w-]*|\d+[A-Za-z][\w-]*)$")
 
 
-def _joins_two_names(text: str, boundary: re.Match) -> bool:
+def _joins_two_names(text: str, boundary: re.Match[str]) -> bool:
     if not _JOINING.fullmatch(boundary.group()):
         return False
     before, after = text[: boundary.start()].split(), text[boundary.end() :].split()
@@ -240,6 +263,7 @@ def segments(text: str) -> list[str]:
     starts, ends = [0, *(match.end() for match in cuts)], [*(match.start() for match in cuts), len(text)]
     # A clause keeps its question mark: cut off from the rest, it is still a question.
     parts = [text[start:end].strip(" ,.;!") for start, end in zip(starts, ends, strict=True)]
+    parts = [_OPENING_CONNECTIVE.sub("", part) for part in parts]
     parts = [part for part in parts if len(part.split()) >= MIN_SEGMENT_WORDS]
     if len(parts) < 2:
         return []

@@ -11,16 +11,20 @@ names. It decides nothing on its own: a phrase only votes.
 import re
 import unicodedata
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from agents.models import ActionWord, MoodWord
 from catalog.models import Action, Domain, Operation, ToolPolicy
+from catalog.search.index import STOPWORDS
 from catalog.search.service import catalog_state
 
 # An action phrase that starts within the first LEAD_WORDS words leads the request ("please list ...").
 LEAD_WORDS = 3
 # What a tool's operation says about the action of a request that names it.
-ACTION_OF_OPERATION = {
+# Keyed by Operation, read with the operation strings of policies (an Operation is a str).
+ACTION_OF_OPERATION: dict[str, Action] = {
     Operation.READ: Action.GET,
     Operation.LIST: Action.LIST,
     Operation.SEARCH: Action.SEARCH,
@@ -30,19 +34,23 @@ ACTION_OF_OPERATION = {
     Operation.EXECUTE: Action.EXECUTE,
 }
 READ_ACTIONS = frozenset({Action.ANSWER, Action.GET, Action.LIST, Action.SEARCH})
+# What a tool alias stands for: (tool name, action, domains).
+ToolWord = tuple[str, str, tuple[str, ...]]
+_Value = TypeVar("_Value")
 
 
 @dataclass(frozen=True)
 class Hits:
     """What the text matched: phrases per action, per domain, and tool aliases."""
 
-    actions: Counter = field(default_factory=Counter)
-    domains: Counter = field(default_factory=Counter)
+    actions: Counter[str] = field(default_factory=Counter)
+    domains: Counter[str] = field(default_factory=Counter)
     tools: tuple[str, ...] = ()
-    first_action_at: dict = field(default_factory=dict)
+    first_action_at: dict[str, int] = field(default_factory=dict)
     lead_action: str = ""  # the action of a phrase among the first LEAD_WORDS words: "liệt kê ...", "create ..."
     question: bool = False  # a question cue (MoodWord): "bao nhiêu", "do we have", a final "?"
     request: bool = False  # a request cue: "can you", "giúp", "được không"
+    names_object: bool = True  # some word besides action phrases, pronouns and fillers: "delete it" names none
 
     @property
     def reads_only(self) -> bool:
@@ -64,15 +72,29 @@ def is_plain(text: str) -> bool:
     return without_diacritics(text) == text
 
 
-def _with_plain_forms(words: dict) -> dict:
+def _with_plain_forms(words: dict[str, _Value]) -> dict[str, _Value]:
     """The phrases, plus each phrase of two or more words that has diacritics as typed without
     them ("tạm dừng" -> "tam dung"); one-word forms are left out ("thêm" -> "them", "các" -> "cac")."""
-    plain = {}
+    plain: dict[str, _Value] = {}
     for phrase, value in words.items():
         form = without_diacritics(phrase)
         if form != phrase and len(form.split()) >= 2 and form not in words:
             plain.setdefault(form, value)
     return words | plain
+
+
+# Closed-class words that point at something without naming it, and fillers, in English and Vietnamese (without
+# diacritics: compared that way). A request of action phrases and these alone ("delete it", "xóa nó đi") names no
+# object: whatever it would change is not in the request.
+POINTING_WORDS = frozenset(
+    without_diacritics(word)
+    for word in (
+        "it its this that these those them they one ones thing things stuff all everything something anything "
+        "please now right away just again too also already go ahead for me us do done "
+        "nó cái con đó này kia ấy đấy luôn đi nhé nha giúp giùm hộ tôi mình em anh chị ạ hết những các của "
+        "đi thôi vậy rồi ngay bây giờ lại nữa với cho đã"
+    ).split()
+)
 
 
 def normalize(text: str) -> str:
@@ -96,7 +118,7 @@ class MoodCues:
             if mood_form(phrase):
                 by_position[position].add(re.escape(mood_form(phrase)))
 
-        def compile_(position: str, template: str) -> re.Pattern | None:
+        def compile_(position: str, template: str) -> re.Pattern[str] | None:
             phrases = sorted(by_position.get(position, ()), key=lambda p: (-len(p), p))
             return re.compile(template.format("|".join(phrases))) if phrases else None
 
@@ -114,7 +136,7 @@ class MoodCues:
         return any(pattern.search(form) for pattern in self.patterns)
 
 
-def _pattern(phrases) -> re.Pattern | None:
+def _pattern(phrases: Iterable[str]) -> re.Pattern[str] | None:
     ordered = sorted({normalize(p) for p in phrases if normalize(p)}, key=lambda p: (-len(p), p))
     if not ordered:
         return None
@@ -128,8 +150,8 @@ class Lexicon:
         self,
         action_words: dict[str, str],
         domain_words: dict[str, set[str]],
-        tool_words: dict,
-        mood_words: list[tuple[str, str, str]] = (),
+        tool_words: dict[str, list[ToolWord]],
+        mood_words: Sequence[tuple[str, str, str]] = (),
     ):
         # mood_words: (phrase, mood, position) rows
         self.question_cues = MoodCues([(p, pos) for p, mood, pos in mood_words if mood == MoodWord.Mood.QUESTION])
@@ -144,9 +166,9 @@ class Lexicon:
 
     def match(self, text: str) -> Hits:
         normalized = normalize(text)
-        actions: Counter = Counter()
-        domains: Counter = Counter()
-        first_action_at: dict = {}
+        actions: Counter[str] = Counter()
+        domains: Counter[str] = Counter()
+        first_action_at: dict[str, int] = {}
         tools: list[str] = []
         lead_action = ""
         if self.action_pattern:
@@ -170,6 +192,11 @@ class Lexicon:
                     for domain in tool_domains:
                         domains[domain] += 1
         form = mood_form(text)
+        rest = self.action_pattern.sub(" ", normalized) if self.action_pattern else normalized
+        # A tool's alias that is itself an action phrase ("hủy", "cancel") names no object either.
+        names_object = any(
+            word not in STOPWORDS and without_diacritics(word) not in POINTING_WORDS for word in rest.split()
+        )
         return Hits(
             actions,
             domains,
@@ -178,6 +205,7 @@ class Lexicon:
             lead_action=lead_action,
             question=self.question_cues.found_in(form),
             request=self.request_cues.found_in(form),
+            names_object=names_object,
         )
 
 
@@ -187,7 +215,7 @@ def load_lexicon() -> "Lexicon":
     for domain in Domain.objects.all():
         for phrase in [domain.name, domain.title, *domain.aliases]:
             domain_words[phrase].add(domain.name)
-    tool_words: dict[str, list] = defaultdict(list)
+    tool_words: dict[str, list[ToolWord]] = defaultdict(list)
     policies = (
         ToolPolicy.objects.filter(status=ToolPolicy.Status.ACTIVE, tool__enabled=True)
         .select_related("tool")
@@ -201,7 +229,7 @@ def load_lexicon() -> "Lexicon":
     return Lexicon(action_words, domain_words, tool_words, mood_words)
 
 
-_current: tuple[tuple, "Lexicon"] | None = None
+_current: tuple[tuple[int, str], "Lexicon"] | None = None
 
 
 def lexicon() -> "Lexicon":

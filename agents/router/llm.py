@@ -23,7 +23,7 @@ from agents.models import default_profile
 from agents.providers import ModelUnavailable, Upstream, upstream_of
 from catalog.policies.bundle import allowed_names
 
-from .rules import flow_entry_tools, stand_in_for_flows, with_recommendations
+from .rules import StewardContext, StewardResult, flow_entry_tools, stand_in_for_flows, with_recommendations
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def client(upstream: Upstream) -> openai.OpenAI:
     )
 
 
-def candidates(text: str, rules, context) -> list[tuple[str, str]]:
+def candidates(text: str, rules: StewardResult, context: StewardContext) -> list[tuple[str, str]]:
     """Permitted tools for the decision, the rules' picks first, then by search rank."""
     allowed = set(allowed_names(rules.decision, context.entries)) | set(rules.recommended_tools)
     limit = settings.TOOLHUB_STEWARD_OPTIONS["llm_max_candidates"]
@@ -108,7 +108,15 @@ def recommend(text: str, tools: list[tuple[str, str]], *, max_tools: int, upstre
     return list(dict.fromkeys(answer["tools"]))[:max_tools], answer["reasoning"]
 
 
-def llm_analysis(text: str, rules, context, *, max_tools: int, mode: str, upstream: Upstream | None = None):
+def llm_analysis(
+    text: str,
+    rules: StewardResult,
+    context: StewardContext,
+    *,
+    max_tools: int,
+    mode: str,
+    upstream: Upstream | None = None,
+) -> StewardResult:
     """The recommendation of `upstream` (default: the default profile's), or the rules' result as a fallback."""
     upstream = upstream or upstream_of(default_profile())
     try:

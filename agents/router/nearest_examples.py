@@ -14,6 +14,7 @@ import functools
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,7 +71,7 @@ def generic_form(text: str) -> str:
     return _NAME_OR_ID.sub(PLACEHOLDER, text)
 
 
-def written_and_generic(texts: list[str], embed) -> tuple[np.ndarray, np.ndarray]:
+def written_and_generic(texts: list[str], embed: Callable[[list[str]], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The vectors of the texts as written and of their generic forms, one engine call for both."""
     vectors = np.asarray(embed([*texts, *map(generic_form, texts)]), dtype=np.float32)
     return vectors[: len(texts)], vectors[len(texts) :]
@@ -81,7 +82,7 @@ def blend(written: np.ndarray, generic: np.ndarray) -> np.ndarray:
     return unit(unit(written) + unit(generic))
 
 
-def comparable_vectors(texts: list[str], embed) -> np.ndarray:
+def comparable_vectors(texts: list[str], embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
     """The compared vectors (blend) of `texts`.
 
     Requests arrive here already without_quotes (steward.rules_analysis); examples are read the same way."""
@@ -102,9 +103,10 @@ class Neighbours:
 
     best_similarity: float = 0.0
     answer: float = 0.0  # share of examples answered with no tool
-    actions: Counter = field(default_factory=Counter)
-    domains: Counter = field(default_factory=Counter)
-    tools: Counter = field(default_factory=Counter)
+    # Counters of float weights (typeshed types a Counter's counts as int).
+    actions: Counter[str] = field(default_factory=Counter)
+    domains: Counter[str] = field(default_factory=Counter)
+    tools: Counter[str] = field(default_factory=Counter)
 
     @property
     def empty(self) -> bool:
@@ -121,7 +123,8 @@ class _Space:
     def similarity(self, vector: np.ndarray) -> np.ndarray:
         if self.centre is not None:
             vector = unit(vector - self.centre)
-        return self.matrix @ vector
+        similarity: np.ndarray = self.matrix @ vector
+        return similarity
 
 
 class ExampleIndex:
@@ -179,7 +182,8 @@ class ExampleIndex:
 
 def unit(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return (vectors / np.maximum(norms, 1e-9)).astype(np.float32, copy=False)
+    units: np.ndarray = (vectors / np.maximum(norms, 1e-9)).astype(np.float32, copy=False)
+    return units
 
 
 EMPTY = ExampleIndex([], np.zeros((0, 0), dtype=np.float32))
@@ -197,18 +201,20 @@ def load_examples() -> ExampleIndex:
         .only("id", "text", "source", "owner_id", "tool__name", "tool__policy__operation")
         .order_by("id")
     )
-    labels, texts, owners = [], [], []
+    labels: list[Label] = []
+    texts: list[str] = []
+    owners: list[int | None] = []
     for row in intents:
         labels.append(Label(row.action, frozenset(row.domains or ())))
         texts.append(without_quotes(row.text))
         owners.append(None)
-    for row in tool_rows:
-        policy = row.tool.policy
+    for tool_row in tool_rows:
+        policy = tool_row.tool.policy
         domains = frozenset(domain.name for domain in policy.domains.all())
-        learned = row.source == ToolExample.Source.LEARNED
-        labels.append(Label(ACTION_OF_OPERATION[policy.operation], domains, row.tool.name, not learned))
-        texts.append(without_quotes(row.text))
-        owners.append(row.owner_id)
+        learned = tool_row.source == ToolExample.Source.LEARNED
+        labels.append(Label(ACTION_OF_OPERATION[policy.operation], domains, tool_row.tool.name, not learned))
+        texts.append(without_quotes(tool_row.text))
+        owners.append(tool_row.owner_id)
     if not labels:
         return EMPTY
     # Every form of every example is embedded once ever (catalog.search.vectors), not at each start.
@@ -222,7 +228,7 @@ def load_examples() -> ExampleIndex:
 
 
 _lock = threading.Lock()
-_current: tuple[tuple, ExampleIndex] | None = None
+_current: tuple[tuple[tuple[int, str], bool, str], ExampleIndex] | None = None
 
 
 def example_index() -> ExampleIndex:

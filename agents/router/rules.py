@@ -17,8 +17,9 @@ import datetime
 import functools
 import re
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 from django.conf import settings
@@ -26,8 +27,8 @@ from django.utils import timezone
 
 from catalog.models import Action
 from catalog.policies.bundle import allowed_names
-from catalog.policies.decision import CatalogEntry, RoutingDecision, current_catalog
-from catalog.policies.flows import configured_flows
+from catalog.policies.decision import CatalogEntry, PolicyView, RoutingDecision, current_catalog
+from catalog.policies.flows import Flow, configured_flows
 from catalog.search import embeddings
 from catalog.search.service import one_catalog_state, rank_catalog, search_catalog
 
@@ -43,6 +44,9 @@ from .nearest_examples import (
     without_quotes,
     written_and_generic,
 )
+
+if TYPE_CHECKING:
+    from toolhub.settings import StewardOptions
 
 
 class Intent:
@@ -165,7 +169,7 @@ class StewardResult:
     context: str = ""  # silent enrichment for the user message
     notes: tuple[str, ...] = field(default=())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {
             "intent": self.intent,
             **self.decision.as_dict(),
@@ -178,7 +182,7 @@ class StewardResult:
         }
 
 
-def options() -> dict:
+def options() -> "StewardOptions":
     return settings.TOOLHUB_STEWARD_OPTIONS
 
 
@@ -187,7 +191,7 @@ def current_time_context(now: datetime.datetime | None = None) -> str:
     return f"Current date and time: {now:%A, %Y-%m-%d %H:%M} ({now.tzname()})."
 
 
-def routable_text(text) -> str:
+def routable_text(text: str | None) -> str:
     """The part of a request the router reads: printable text, at most MAX_ROUTED_CHARS; none of a document."""
     text = str(text or "")
     if len(text) > DOCUMENT_CHARS:
@@ -221,14 +225,15 @@ def gather(texts: list[str], context: StewardContext) -> list[Evidence]:
                 neighbours=context.examples.nearest(vector, owner_id=context.owner_id, plain=is_plain(text)),
                 ranking=ranking,
                 hits=context.lexicon.match(text),
-                operations={name: by_name[name].policy.operation for name, _ in ranking},
-                domains_of={name: by_name[name].policy.domains for name, _ in ranking},
+                # ranking keeps only the names whose entry has a policy (filtered above).
+                operations={name: by_name[name].policy.operation for name, _ in ranking},  # type: ignore[union-attr]
+                domains_of={name: by_name[name].policy.domains for name, _ in ranking},  # type: ignore[union-attr]
             )
         )
     return found
 
 
-def whole_from_clauses(clauses: list[str], embed) -> tuple[np.ndarray, np.ndarray]:
+def whole_from_clauses(clauses: list[str], embed: Callable[[list[str]], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(comparable, written) vectors of a multi-clause request and of each clause, the request first.
 
     Only the clauses are embedded. e5 mean-pools its tokens, so the whole request's vector is
@@ -242,7 +247,7 @@ def whole_from_clauses(clauses: list[str], embed) -> tuple[np.ndarray, np.ndarra
     return blend(written, generic), written
 
 
-def _policy(entry: CatalogEntry | None):
+def _policy(entry: CatalogEntry | None) -> PolicyView | None:
     return entry.policy if entry is not None else None
 
 
@@ -273,7 +278,7 @@ def merge(whole: Routed, parts: list[Routed]) -> Routed:
             lead = max(writes, key=lambda p: p.decision.confidence)
     domains = frozenset().union(*(part.decision.domains for part in needing)) | lead.decision.domains
     decision = replace(lead.decision, domains=domains)
-    return Routed(decision, True, lead.raw_confidence, whole.tool_scores, reads_only=whole.reads_only)
+    return Routed(decision, True, lead.raw_confidence, whole.tool_scores, reads_only=whole.reads_only, text=whole.text)
 
 
 def recommend(
@@ -294,18 +299,21 @@ def recommend(
     entry_tools = flow_entry_tools(decision, context.entries)
     candidates = allowed | set(entry_tools)
     by_name = {entry.name: entry for entry in context.entries}
-    if routed.needs_tool and not expression_only:
-        picks += best_candidates(routed, candidates, by_name)
+    whole = best_candidates(routed, candidates, by_name) if routed.needs_tool and not expression_only else []
+    # Every step first: the request's best tool, then each clause's best not yet picked, then the request's
+    # other near-best candidates (near-duplicates of its strongest step must not crowd out a later step).
+    picks += whole[:1]
     for part in parts:
         if part.needs_tool:
-            picks += best_candidates(part, candidates, by_name)[:1]
+            picks += [name for name in best_candidates(part, candidates, by_name) if name not in picks][:1]
+    picks += whole[1:]
     picks = stand_in_for_flows(list(dict.fromkeys(picks)), decision, entry_tools)
     if picks and len(picks) > len(reasons):
         reasons.append(f"ranked among the {len(allowed)} tools policy allows for a {decision.action} request")
     return picks[:max_tools], reasons
 
 
-def best_candidates(routed: Routed, candidates: set[str], entries_by_name: dict) -> list[str]:
+def best_candidates(routed: Routed, candidates: set[str], entries_by_name: Mapping[str, CatalogEntry]) -> list[str]:
     """The permitted tools within RECOMMEND_MARGIN of the best, the best of the decided action first."""
     scored = sorted(
         ((score, name) for name, score in routed.tool_scores.items() if name in candidates),
@@ -317,17 +325,37 @@ def best_candidates(routed: Routed, candidates: set[str], entries_by_name: dict)
     picks = [name for score, name in scored if score >= best - RECOMMEND_MARGIN][:RECOMMEND_PER_INTENT]
     # The decided action leads: the best candidate whose operation is that action comes first.
     action = routed.decision.action
-    matching = [name for _, name in scored if ACTION_OF_OPERATION.get(entries_by_name[name].policy.operation) == action]
+    # Candidates are names policy allows or flows' first steps (allowed_names, flow_entry_tools): each has a policy.
+    matching = [name for _, name in scored if ACTION_OF_OPERATION.get(entries_by_name[name].policy.operation) == action]  # type: ignore[union-attr]
     if matching:
         picks = [matching[0], *(name for name in picks if name != matching[0])][:RECOMMEND_PER_INTENT]
     return picks
 
 
-def flow_entry_tools(decision: RoutingDecision, entries: Sequence[CatalogEntry]) -> dict[str, object]:
+def fill(
+    text: str, parts: list[Routed], allowed: Collection[str], context: StewardContext, picks: list[str], wanted: int
+) -> list[str]:
+    """Up to `wanted` more permitted tools: the search's ranking of the request and, when it has several clauses,
+    each clause's own ranking (already made by the router: no search more), taken in turn so that each step gets
+    its next candidate before any step gets two."""
+    limit = wanted + len(picks)
+    rankings = [context.search(text, allowed, limit)]
+    for part in parts:
+        scored = sorted(((-score, name) for name, score in part.tool_scores.items() if name in allowed))
+        rankings.append([name for _, name in scored[:limit]])
+    found: list[str] = []
+    for rank in range(limit):
+        for ranking in rankings:
+            if rank < len(ranking) and ranking[rank] not in picks and ranking[rank] not in found:
+                found.append(ranking[rank])
+    return found[:wanted]
+
+
+def flow_entry_tools(decision: RoutingDecision, entries: Sequence[CatalogEntry]) -> dict[str, Flow]:
     """The first-step tools of the staged flows this decision could start (flow_to_start's rule)."""
     if decision.phase or decision.action != Action.CREATE or decision.confidence < settings.TOOLHUB_MIN_CONFIDENCE:
         return {}
-    found = {}
+    found: dict[str, Flow] = {}
     for flow in configured_flows():
         first = flow.phases[0]
         for entry in entries:
@@ -343,7 +371,7 @@ def flow_entry_tools(decision: RoutingDecision, entries: Sequence[CatalogEntry])
     return found
 
 
-def stand_in_for_flows(picks: list[str], decision: RoutingDecision, entry_tools: dict) -> list[str]:
+def stand_in_for_flows(picks: list[str], decision: RoutingDecision, entry_tools: Mapping[str, Flow]) -> list[str]:
     """A flow stands in for its one-shot tools: recommend its first step instead, never both."""
     flows_hit = {flow for name, flow in entry_tools.items() if flow.starts_for & set(picks)}
     if not flows_hit:
@@ -369,7 +397,9 @@ def classify(recommended: Sequence[str]) -> tuple[str, bool, str, str]:
     return Intent.TOOLS, False, injected, ""
 
 
-def with_recommendations(result: "StewardResult", recommended: Sequence[str], reasoning: str, mode: str):
+def with_recommendations(
+    result: "StewardResult", recommended: Sequence[str], reasoning: str, mode: str
+) -> "StewardResult":
     """The result with new recommendations; intent and the silent time injection follow them."""
     intent, silent, injected, _ = classify(recommended)
     return replace(
@@ -403,8 +433,8 @@ def rules_analysis(
     picks, reasons = recommend(routed, parts, text, context, max_tools=max_tools)
     if len(picks) < min_tools:
         allowed = allowed_names(routed.decision, context.entries)
-        found = [name for name in context.search(text, allowed, min_tools + len(picks)) if name not in picks]
-        picks += found[: min_tools - len(picks)]
+        found = fill(text, parts, allowed, context, picks, min_tools - len(picks))
+        picks += found
         if found:
             reasons.append(f"search over the {len(allowed)} tools policy allows")
     intent, silent, injected, reason = classify(picks)

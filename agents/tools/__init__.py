@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import calculator, clock, web
+from agents.tools import calculator, clock, web
 
 logger = logging.getLogger(__name__)
 

@@ -8,13 +8,26 @@ context window. ``agents.turns.runtime`` records one as a ``routing`` event (pha
 ``budget``) whenever a step's figures change.
 """
 
+from typing import Any, Protocol
+
 from catalog.knowledge.registry import knowledge_section
 from catalog.models.tokens import count_tokens
+
+from .memory import TokenLimits
 
 PARTS = ("system", "tools", "knowledge", "memory", "reserve")
 
 
-def token_budget(profile, *, system_tokens: int, tool_tokens: int, knowledge: list[dict], memory_tokens: int) -> dict:
+class BudgetProfile(TokenLimits, Protocol):
+    """What `token_budget` reads of a model profile (agents.models.ModelProfile has it)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+def token_budget(
+    profile: BudgetProfile, *, system_tokens: int, tool_tokens: int, knowledge: list[dict[str, Any]], memory_tokens: int
+) -> dict[str, int | str]:
     """A plain dict (stored in the event payload): each part, the window, and what is left free."""
     section = knowledge_section(knowledge)
     knowledge_tokens = count_tokens(section) if section else 0

@@ -12,12 +12,19 @@ Pure checks on plain values (the caller passes the catalog's names); nothing her
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 
 from catalog.models.schemas import validate_input_schema, validate_tool_name
 
 from . import memory
+
+if TYPE_CHECKING:
+    from agents.models import Turn
+
+# OpenAI's tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.
+ToolChoice = str | dict[str, Any]
 
 CHOICE_WORDS = ("none", "auto", "required")
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
@@ -33,8 +40,8 @@ class ClientToolError(ValueError):
 
 @dataclass(frozen=True)
 class ClientTools:
-    definitions: tuple[dict, ...] = ()  # {"type": "function", "function": {name, description, parameters}}
-    tool_choice: str | dict | None = None  # None: the client did not say (the model's default, auto)
+    definitions: tuple[dict[str, Any], ...] = ()  # {"type": "function", "function": {name, description, parameters}}
+    tool_choice: ToolChoice | None = None  # None: the client did not say (the model's default, auto)
     parallel_tool_calls: bool | None = None  # None: the client did not say
 
     @property
@@ -46,13 +53,13 @@ class ClientTools:
         """The function a named tool_choice forces, if any."""
         return self.tool_choice["function"]["name"] if isinstance(self.tool_choice, dict) else None
 
-    def step_options(self, step: int) -> dict:
+    def step_options(self, step: int) -> dict[str, ToolChoice | bool]:
         """tool_choice and parallel_tool_calls for model step `step` (0 is the request's first step).
 
         The client's tool_choice applies to the first step only: after it, toolhub's own tool results are in,
         and forcing a call again would loop until the step limit. "none" holds for every step.
         """
-        options = {}
+        options: dict[str, ToolChoice | bool] = {}
         if self.tool_choice is not None and (step == 0 or self.tool_choice == "none"):
             options["tool_choice"] = self.tool_choice
         if self.parallel_tool_calls is not None:
@@ -60,11 +67,11 @@ class ClientTools:
         return options
 
     @classmethod
-    def of_turn(cls, turn) -> "ClientTools":
+    def of_turn(cls, turn: "Turn") -> "ClientTools":
         return cls(tuple(turn.client_tools or ()), turn.tool_choice, turn.parallel_tool_calls)
 
 
-def _definition(index: int, tool) -> dict:
+def _definition(index: int, tool: object) -> dict[str, Any]:
     where = f"tools[{index}]"
     if not isinstance(tool, dict) or tool.get("type") != "function":
         raise ClientToolError(f'{where} must be {{"type": "function", "function": {{...}}}}.', param=f"{where}.type")
@@ -88,7 +95,7 @@ def _definition(index: int, tool) -> dict:
             param=f"{where}.function.parameters",
             code="invalid_tool_schema",
         ) from None
-    definition = {"name": name, "parameters": parameters}
+    definition: dict[str, Any] = {"name": name, "parameters": parameters}
     if description:
         definition["description"] = description
     if isinstance(function.get("strict"), bool):
@@ -96,7 +103,7 @@ def _definition(index: int, tool) -> dict:
     return {"type": "function", "function": definition}
 
 
-def _tool_choice(choice, names: tuple[str, ...]):
+def _tool_choice(choice: object, names: tuple[str, ...]) -> ToolChoice | None:
     if choice is None or choice in CHOICE_WORDS:
         if choice == "required" and not names:
             raise ClientToolError('tool_choice "required" needs at least one tool in tools.', param="tool_choice")
@@ -117,7 +124,9 @@ def _tool_choice(choice, names: tuple[str, ...]):
     return {"type": "function", "function": {"name": named["name"]}}
 
 
-def parse_client_tools(tools, tool_choice, parallel_tool_calls, *, max_tools: int) -> ClientTools:
+def parse_client_tools(
+    tools: object, tool_choice: object, parallel_tool_calls: object, *, max_tools: int
+) -> ClientTools:
     """The request's client tools, normalised, or ClientToolError naming the first problem."""
     if tools is None:
         tools = []
@@ -128,7 +137,7 @@ def parse_client_tools(tools, tool_choice, parallel_tool_calls, *, max_tools: in
             f"tools has {len(tools)} tools; at most {max_tools} are allowed.", param="tools", code="too_many_tools"
         )
     definitions = tuple(_definition(index, tool) for index, tool in enumerate(tools))
-    seen = set()
+    seen: set[str] = set()
     for index, definition in enumerate(definitions):
         name = definition["function"]["name"]
         if name in seen:
@@ -156,7 +165,7 @@ def check_name_conflicts(client: ClientTools, toolhub_names: Iterable[str]) -> N
             )
 
 
-def _check_tool_calls(index: int, calls) -> None:
+def _check_tool_calls(index: int, calls: object) -> None:
     if not isinstance(calls, list):
         raise ClientToolError(f"messages[{index}].tool_calls must be an array.", param="messages")
     for call in calls:
@@ -174,7 +183,7 @@ def _check_tool_calls(index: int, calls) -> None:
             )
 
 
-def check_transcript(messages: list[dict]) -> None:
+def check_transcript(messages: list[memory.ChatMessage]) -> None:
     """Assistant tool calls are well formed, and each tool message answers an earlier call of its turn, once.
 
     `messages` are the request's, in the OpenAI shape. System messages are left out of the order check:

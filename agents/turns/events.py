@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 from functools import partial
+from typing import Any, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
@@ -34,6 +35,7 @@ class FailureReason:
     TURN_TIMEOUT = "turn_timeout"  # the turn did not finish within TOOLHUB_TURN_TIME_LIMIT
     WORKER_LOST = "worker_lost"  # its worker died after the answer had begun (agents/turns/watchdog.py)
     CANCELLED = "cancelled"  # an operator cancelled it (agents/turns/cancellation.py)
+    BROKER_UNAVAILABLE = "broker_unavailable"  # its task could not be queued within TOOLHUB_BROKER_WAIT
     INTERNAL = "internal"
 
 
@@ -41,7 +43,18 @@ def turn_group(turn_id: int) -> str:
     return f"turn.{turn_id}"
 
 
-def serialize(event: TurnEvent) -> dict:
+class SerializedEvent(TypedDict):
+    """A stored event as streams and the console send it."""
+
+    turn: int
+    sequence: int
+    type: str
+    phase: str
+    payload: dict[str, Any]  # the event's JSON payload
+    created_at: str
+
+
+def serialize(event: TurnEvent) -> SerializedEvent:
     return {
         "turn": event.turn_id,
         "sequence": event.sequence,
@@ -105,7 +118,7 @@ class TurnTakenOver(Exception):
     (agents/turns/watchdog.py)."""
 
 
-def emit(turn_id: int, type: str, *, phase: str = "", attempt: int | None = None, **payload) -> TurnEvent:
+def emit(turn_id: int, type: str, *, phase: str = "", attempt: int | None = None, **payload: object) -> TurnEvent:
     """Store the next event of the turn and send it once the transaction commits.
 
     `attempt`: the run emitting (Turn.attempt); the event is refused (TurnTakenOver) unless that run still holds
@@ -134,7 +147,7 @@ def emit(turn_id: int, type: str, *, phase: str = "", attempt: int | None = None
     raise RuntimeError(f"could not number an event of turn {turn_id} after 5 attempts")
 
 
-def stored_events(turn_id: int, *, after: int = 0, up_to: int | None = None) -> list[dict]:
+def stored_events(turn_id: int, *, after: int = 0, up_to: int | None = None) -> list[SerializedEvent]:
     events = TurnEvent.objects.filter(turn_id=turn_id, sequence__gt=after).order_by("sequence")
     if up_to is not None:
         events = events.filter(sequence__lte=up_to)

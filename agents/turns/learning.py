@@ -72,6 +72,7 @@ def _learn(turn_id: int) -> list[ToolExample]:
     if not tools:
         return []
     routing = RoutingLog.objects.select_related("turn__conversation").get(turn_id=turn_id)
+    assert routing.turn is not None  # fetched by its turn
     conversation = routing.turn.conversation
     learned = []
     for name in tools:

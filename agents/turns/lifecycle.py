@@ -11,6 +11,7 @@ decides restarts, agents.turns.dispatch enqueues them).
 import datetime
 import logging
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -36,11 +37,11 @@ def deadline_from(start: datetime.datetime) -> datetime.datetime:
 
 
 @contextmanager
-def lease_held(turn_id: int, attempt: int):
+def lease_held(turn_id: int, attempt: int) -> Iterator[None]:
     """Beat the turn's heartbeat from a thread while the block runs (the run itself may wait on a model)."""
     stop = threading.Event()
 
-    def beat():
+    def beat() -> None:
         try:
             while not stop.wait(settings.TOOLHUB_TURN_LEASE / 6):
                 Turn.objects.filter(pk=turn_id, attempt=attempt, status=Turn.Status.RUNNING).update(

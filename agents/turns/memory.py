@@ -16,6 +16,7 @@ Who counts what, so nothing is counted twice or not at all:
 """
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from catalog.models.tokens import count_json_tokens, count_tokens
 
@@ -25,6 +26,21 @@ REPLY_PRIMING_TOKENS = 3  # cookbook: every reply is primed with <|start|>assist
 
 SYSTEM, USER, ASSISTANT, TOOL = "system", "user", "assistant", "tool"
 ROLES = frozenset({SYSTEM, USER, ASSISTANT, TOOL})
+
+
+# One message in the OpenAI chat format: role and content, and by role tool_calls, tool_call_id or name.
+ChatMessage = dict[str, Any]
+
+
+class TokenLimits(Protocol):
+    """What `budget` reads of a model profile (agents.models.ModelProfile has it)."""
+
+    @property
+    def context_window(self) -> int: ...
+    @property
+    def max_output_tokens(self) -> int: ...
+    @property
+    def reserved_result_tokens(self) -> int: ...
 
 
 class InvalidTranscript(ValueError):
@@ -45,13 +61,13 @@ class BudgetExceeded(Exception):
 
 @dataclass(frozen=True)
 class EvictionResult:
-    messages: list[dict]  # leading system message(s), then the kept turns in their original order
+    messages: list[ChatMessage]  # leading system message(s), then the kept turns in their original order
     evicted_turns: int
     evicted_tokens: int  # message tokens of the evicted turns
     tokens: int  # conversation_tokens(messages): what was checked against the budget
 
 
-def message_tokens(message: dict) -> int:
+def message_tokens(message: ChatMessage) -> int:
     """Tokens of one message as sent: framing, role, content, name, tool_call_id and serialized tool calls.
 
     Tool calls are counted as their canonical JSON; providers render them in
@@ -70,12 +86,12 @@ def message_tokens(message: dict) -> int:
     return tokens
 
 
-def conversation_tokens(messages: list[dict]) -> int:
+def conversation_tokens(messages: list[ChatMessage]) -> int:
     """What the budget is checked against: every non-system message plus the reply priming."""
     return sum(message_tokens(m) for m in messages if m.get("role") != SYSTEM) + REPLY_PRIMING_TOKENS
 
 
-def budget(profile, *, system_tokens: int, tool_tokens: int) -> int:
+def budget(profile: TokenLimits, *, system_tokens: int, tool_tokens: int) -> int:
     """Tokens left for the conversation on this model; may be negative.
 
     The design's "reserved result/response tokens" are
@@ -92,14 +108,14 @@ def budget(profile, *, system_tokens: int, tool_tokens: int) -> int:
     )
 
 
-def _leading_system_count(messages: list[dict]) -> int:
+def _leading_system_count(messages: list[ChatMessage]) -> int:
     count = 0
     while count < len(messages) and messages[count].get("role") == SYSTEM:
         count += 1
     return count
 
 
-def split_turns(messages: list[dict]) -> list[list[dict]]:
+def split_turns(messages: list[ChatMessage]) -> list[list[ChatMessage]]:
     """The conversation's turns in order: each a user message and everything that answered it.
 
     Leading system messages belong to no turn. Messages before the first user
@@ -108,7 +124,7 @@ def split_turns(messages: list[dict]) -> list[list[dict]]:
     silently folded into a turn that eviction could drop.
     """
     start = _leading_system_count(messages)
-    turns: list[list[dict]] = []
+    turns: list[list[ChatMessage]] = []
     for index, message in enumerate(messages[start:], start):
         role = message.get("role")
         if role == SYSTEM:
@@ -119,7 +135,7 @@ def split_turns(messages: list[dict]) -> list[list[dict]]:
     return turns
 
 
-def evict_whole_turns(messages: list[dict], *, budget: int) -> EvictionResult:
+def evict_whole_turns(messages: list[ChatMessage], *, budget: int) -> EvictionResult:
     """Drop the oldest whole turns until the conversation fits ``budget``; keep the system message(s) and newest turn.
 
     Removes only as many turns as needed. ``budget`` is for the conversation
@@ -147,7 +163,7 @@ def evict_whole_turns(messages: list[dict], *, budget: int) -> EvictionResult:
     )
 
 
-def _tool_call_ids(index: int, message: dict) -> list[str]:
+def _tool_call_ids(index: int, message: ChatMessage) -> list[str]:
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
         raise InvalidTranscript(f"message {index}: tool_calls must be a list")
@@ -163,7 +179,7 @@ def _tool_call_ids(index: int, message: dict) -> list[str]:
     return ids
 
 
-def validate_transcript(messages: list[dict]) -> None:
+def validate_transcript(messages: list[ChatMessage]) -> None:
     """Raise InvalidTranscript unless every tool call is answered exactly once, in its turn, and no result is orphaned.
 
     A batch of tool calls stays open until the next user message or the next

@@ -1,18 +1,20 @@
 """Map workflow errors raised by any view to their HTTP status (409 for a stale version)."""
 
-from django.http import HttpResponse, JsonResponse
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from .workflows import WorkflowError, http_status_for
 
 
 class WorkflowErrorMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         return self.get_response(request)
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, WorkflowError):
             return None
         status = http_status_for(exception)

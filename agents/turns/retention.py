@@ -13,14 +13,18 @@ never scanned as a whole. The beat task
 
 import datetime
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any, TypedDict, TypeVar
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from agents.models import Conversation, Message, RetentionDay, RetentionRun, RoutingLog, Turn, TurnEvent, Workflow
+
+_Row = TypeVar("_Row", bound=Model)
 
 
 @dataclass
@@ -37,7 +41,7 @@ class RetentionResult:
     routing_logs: int = 0
     conversations: int = 0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self) | {"cutoff": self.cutoff.isoformat() if self.cutoff else None}
 
 
@@ -57,11 +61,15 @@ class DayFigures:
     steward_ms: list[int] = field(default_factory=list)
 
 
-def _open_workflow_conversations():
+class _ConversationOf(TypedDict):
+    conversation_id: int
+
+
+def _open_workflow_conversations() -> QuerySet[Workflow, _ConversationOf]:
     return Workflow.objects.filter(status=Workflow.Status.ACTIVE).values("conversation_id")
 
 
-def expired_turns(cutoff: datetime.datetime):
+def expired_turns(cutoff: datetime.datetime) -> QuerySet[Turn]:
     """Finished turns that finished before `cutoff`, outside conversations with an open workflow, oldest first."""
     return (
         Turn.objects.filter(status__in=Turn.ENDED, finished_at__lt=cutoff)
@@ -70,7 +78,7 @@ def expired_turns(cutoff: datetime.datetime):
     )
 
 
-def expired_loose_messages(cutoff: datetime.datetime):
+def expired_loose_messages(cutoff: datetime.datetime) -> QuerySet[Message]:
     """Messages no turn owns (an API request's earlier messages) written before `cutoff`, oldest first."""
     return (
         Message.objects.filter(turn__isnull=True, created_at__lt=cutoff)
@@ -79,12 +87,18 @@ def expired_loose_messages(cutoff: datetime.datetime):
     )
 
 
-def expired_loose_routing_logs(cutoff: datetime.datetime):
+def expired_loose_routing_logs(cutoff: datetime.datetime) -> QuerySet[RoutingLog]:
     """Routing logs of no turn (the steward run from `manage.py steward_analyze`) written before `cutoff`."""
     return RoutingLog.objects.filter(turn__isnull=True, created_at__lt=cutoff).order_by("created_at", "id")
 
 
-def _left_empty(conversations, cutoff: datetime.datetime, *, turns_going=None, messages_going=None):
+def _left_empty(
+    conversations: QuerySet[Conversation],
+    cutoff: datetime.datetime,
+    *,
+    turns_going: QuerySet[Turn] | None = None,
+    messages_going: QuerySet[Message] | None = None,
+) -> QuerySet[Conversation]:
     """Those of `conversations` with no turn, message or workflow left, not updated since `cutoff`; the dry run
     names the turns and messages the run would delete, as if they had gone."""
     of_it = {"conversation": OuterRef("pk")}
@@ -121,13 +135,13 @@ LOG_FIELDS = ("turn_id", "created_at", "fallback", "steward_ms", "turn_ms", "cat
               "loaded_schema_tokens", "deferred_listing_tokens")  # fmt: skip
 
 
-def _locked(queryset, batch_size: int, *fields: str) -> list:
+def _locked(queryset: QuerySet[_Row], batch_size: int, *fields: str) -> list[_Row]:
     """The first `batch_size` rows of `queryset`, locked for this transaction; rows another holds are skipped
     (a second run at once takes other rows, and a turn its writer holds waits for the next run)."""
     return list(queryset.select_for_update(skip_locked=True, of=("self",)).only(*fields)[:batch_size])
 
 
-def _record(figures: dict) -> None:
+def _record(figures: Mapping[datetime.date, DayFigures]) -> None:
     """Add each day's figures to its RetentionDay under a row lock (two runs at once add, never overwrite)."""
     for day, add in sorted(figures.items()):
         summary, _ = RetentionDay.objects.select_for_update().get_or_create(day=day)
@@ -154,7 +168,7 @@ def _add_buckets(stored: list[int], added: list[int]) -> list[int]:
     return [a + b for a, b in zip(stored, added, strict=True)]
 
 
-def _turn_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
+def _turn_batch(cutoff: datetime.datetime, batch_size: int, result: RetentionResult) -> bool:
     """Summarise and delete up to `batch_size` expired turns and their rows in one transaction; False when none."""
     with transaction.atomic():
         turns = _locked(expired_turns(cutoff), batch_size, "id", "status", "created_at", "conversation_id")
@@ -162,7 +176,7 @@ def _turn_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
             return False
         ids = [turn.id for turn in turns]
         day_of_turn = {turn.id: turn.created_at.date() for turn in turns}
-        figures = defaultdict(DayFigures)
+        figures: defaultdict[datetime.date, DayFigures] = defaultdict(DayFigures)
         for turn in turns:
             day = figures[day_of_turn[turn.id]]
             if turn.status == Turn.Status.DONE:
@@ -176,6 +190,7 @@ def _turn_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
         for row in Message.objects.filter(turn_id__in=ids).values("turn_id").annotate(n=Count("id")).order_by():
             figures[day_of_turn[row["turn_id"]]].messages += row["n"]
         for log in RoutingLog.objects.filter(turn_id__in=ids).only(*LOG_FIELDS):
+            assert log.turn_id is not None  # a log of one of these turns
             _add_log(figures[day_of_turn[log.turn_id]], log)
         _record(figures)
         result.events += TurnEvent.objects.filter(turn_id__in=ids).delete()[0]
@@ -187,13 +202,13 @@ def _turn_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
     return True
 
 
-def _loose_messages_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
+def _loose_messages_batch(cutoff: datetime.datetime, batch_size: int, result: RetentionResult) -> bool:
     """Summarise and delete up to `batch_size` expired messages of no turn in one transaction; False when none."""
     with transaction.atomic():
         messages = _locked(expired_loose_messages(cutoff), batch_size, "id", "created_at", "conversation_id")
         if not messages:
             return False
-        figures = defaultdict(DayFigures)
+        figures: defaultdict[datetime.date, DayFigures] = defaultdict(DayFigures)
         for message in messages:
             figures[message.created_at.date()].messages += 1
         _record(figures)
@@ -203,13 +218,13 @@ def _loose_messages_batch(cutoff, batch_size: int, result: RetentionResult) -> b
     return True
 
 
-def _loose_logs_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
+def _loose_logs_batch(cutoff: datetime.datetime, batch_size: int, result: RetentionResult) -> bool:
     """Summarise and delete up to `batch_size` expired routing logs of no turn in one transaction; False when none."""
     with transaction.atomic():
         logs = _locked(expired_loose_routing_logs(cutoff), batch_size, *LOG_FIELDS)
         if not logs:
             return False
-        figures = defaultdict(DayFigures)
+        figures: defaultdict[datetime.date, DayFigures] = defaultdict(DayFigures)
         for log in logs:
             _add_log(figures[log.created_at.date()], log)
         _record(figures)
@@ -218,7 +233,7 @@ def _loose_logs_batch(cutoff, batch_size: int, result: RetentionResult) -> bool:
     return True
 
 
-def _would_be_emptied(turns, cutoff: datetime.datetime):
+def _would_be_emptied(turns: QuerySet[Turn], cutoff: datetime.datetime) -> QuerySet[Conversation]:
     """The dry run's count: conversations the run would leave empty."""
     loose = expired_loose_messages(cutoff)
     going = Message.objects.filter(turn__in=turns) | loose
@@ -272,7 +287,14 @@ def apply_retention(*, days: int | None = None, now: datetime.datetime | None = 
     return result
 
 
-def retention_status() -> dict:
+class RetentionStatus(TypedDict):
+    days: int
+    interval: int  # seconds between runs
+    last_run: RetentionRun | None
+    summarised_days: int
+
+
+def retention_status() -> RetentionStatus:
     """The overview's retention section: the setting and the last run."""
     return {
         "days": settings.TOOLHUB_RETENTION_DAYS,

@@ -1,14 +1,19 @@
 """Writes of RoutingLog: one per steward analysis, completed when the turn knows what was called; and the logged
 requests as the policy simulation replays them (registered with catalog.policies.versions by AgentsConfig)."""
 
+from typing import TYPE_CHECKING
+
 from agents.models import RoutingLog, Turn
 from catalog.policies.bundle import CapabilityBundle
 from catalog.policies.decision import RoutingDecision
 from catalog.policies.versions import Replay
 
+if TYPE_CHECKING:  # the router is imported by the turns that use it, never when the app starts
+    from agents.router import StewardResult
 
-def record_analysis(result, *, query: str, turn: Turn | None = None, bundle: CapabilityBundle | None = None,
-                    two_stage: bool = True) -> RoutingLog:  # fmt: skip
+
+def record_analysis(result: "StewardResult", *, query: str, turn: Turn | None = None,
+                    bundle: CapabilityBundle | None = None, two_stage: bool = True) -> RoutingLog:  # fmt: skip
     """Store what the steward decided and, when given, what the bundle exposed."""
     log = RoutingLog(
         turn=turn,

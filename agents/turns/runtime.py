@@ -13,13 +13,17 @@ A failed turn's error event carries a FailureReason.
 import dataclasses
 import json
 import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from agents.models import (
     TOOL_EXECUTION_PHASE,
+    Conversation,
     Message,
     ModelProfile,
     RoutingLog,
@@ -34,7 +38,7 @@ from agents.router import ConversationState, Intent, StewardContext, StewardResu
 from catalog.knowledge.registry import select_snippets
 from catalog.mcp_client.content import non_text
 from catalog.models import READ_ONLY_OPERATIONS
-from catalog.policies.bundle import build_bundle, with_client_tools
+from catalog.policies.bundle import CapabilityBundle, build_bundle, with_client_tools
 from catalog.policies.decision import RoutingDecision
 from catalog.policies.flows import flow_to_start
 
@@ -42,6 +46,7 @@ from . import approvals, learning, lifecycle, memory, prompt, staged_flows, watc
 from .budget import token_budget
 from .client_tools import ClientTools
 from .events import FailureReason, TurnTakenOver, emit
+from .memory import ChatMessage
 from .routing_log import record_analysis, record_outcome
 from .tool_calls import CallOutcome, execute
 from .workflows import WorkflowError
@@ -54,21 +59,22 @@ def status_text(phase: str) -> str:
     return settings.TOOLHUB_STATUS_TEXTS[phase]
 
 
-def model_profile(conversation) -> ModelProfile:
+def model_profile(conversation: Conversation) -> ModelProfile:
     """The conversation's profile (its upstream model and budget); `toolhub` (none chosen) is the default's."""
     if conversation.model_profile_id:
+        assert conversation.model_profile is not None  # its id is set
         return conversation.model_profile
     return default_profile()
 
 
-def conversation_state(workflow) -> ConversationState:
+def conversation_state(workflow: Workflow | None) -> ConversationState:
     if workflow is None:
         return ConversationState()
     return ConversationState(workflow.kind, workflow.phase, workflow.state.get("action", "create"))
 
 
-def as_message(message: Message) -> dict:
-    data = {"role": message.role, "content": message.content}
+def as_message(message: Message) -> ChatMessage:
+    data: ChatMessage = {"role": message.role, "content": message.content}
     if message.tool_calls:
         data["tool_calls"] = message.tool_calls
     if message.tool_call_id:
@@ -76,7 +82,7 @@ def as_message(message: Message) -> dict:
     return data
 
 
-def claim(turn_id: int) -> tuple[Turn, bool, list] | None:
+def claim(turn_id: int) -> tuple[Turn, bool, list[str]] | None:
     """Move a queued turn to running (or resume a waiting one whose approvals are decided), as a new attempt.
 
     Returns (turn, resuming, shown), or None when there is nothing to run: a
@@ -99,7 +105,7 @@ def claim(turn_id: int) -> tuple[Turn, bool, list] | None:
             return None
         now = timezone.now()
         restarting = not resuming and (ran or turn.started_at is not None)
-        shown = []
+        shown: list[str] = []
         if restarting:
             turn.messages.exclude(role=Message.Role.USER).delete()
             RoutingLog.objects.filter(turn=turn).delete()
@@ -114,7 +120,7 @@ def claim(turn_id: int) -> tuple[Turn, bool, list] | None:
     return turn, resuming, shown
 
 
-def event_key(event: dict) -> str:
+def event_key(event: Mapping[str, object]) -> str:
     return json.dumps([event["type"], event["phase"], event["payload"]], sort_keys=True, default=str)
 
 
@@ -149,20 +155,28 @@ class Reply:
     """How a turn's model loop ended: the answer, or the client tool calls it hands to the API client."""
 
     content: str
-    client_calls: tuple[dict, ...] = ()  # OpenAI tool_calls, only the client's tools
+    client_calls: tuple[dict[str, Any], ...] = ()  # OpenAI tool_calls, only the client's tools
+
+
+class WorkflowHints(TypedDict, total=False):
+    """TurnHints' fields that come from the bundle and the active workflow (TurnRun.workflow_hints)."""
+
+    read_only_tools: frozenset[str]
+    step_tools: tuple[str, ...]
+    known_values: dict[str, str]
 
 
 class TurnRun:
     """The state of one running turn; each method is one step of the path."""
 
-    def __init__(self, turn: Turn, *, shown: list[str] = ()):
+    def __init__(self, turn: Turn, *, shown: Sequence[str] = ()):
         self.turn = turn
         self.shown = list(shown)  # events a dead run of this turn stored: not stored again
         self.conversation = turn.conversation
         self.options = settings.TOOLHUB_STEWARD_OPTIONS
         self.client = ClientTools.of_turn(turn)
 
-    def emit(self, type: str, *, phase: str = "", **payload) -> None:
+    def emit(self, type: str, *, phase: str = "", **payload: object) -> None:
         """Store the event as this run's (refused once the watchdog took the turn over); an event a dead run of
         the turn already stored, the same and in the same order, is not stored twice."""
         if self.shown:
@@ -173,7 +187,7 @@ class TurnRun:
             self.shown = []  # the run went another way: from here on every event is new
         emit(self.turn.id, type, phase=phase, attempt=self.turn.attempt, **payload)
 
-    def status(self, phase: str, message: str, **data) -> None:
+    def status(self, phase: str, message: str, **data: object) -> None:
         if self.options["enable_status_messages"]:
             self.emit(EventType.STATUS, phase=phase, message=message, **data)
 
@@ -227,6 +241,7 @@ class TurnRun:
         if reply is None:
             return  # paused on an approval; a new task resumes the turn
         started = Turn.objects.values_list("started_at", flat=True).get(pk=self.turn.id)
+        assert started is not None  # claim set it
         duration = int((timezone.now() - started).total_seconds() * 1000)
         record_outcome(self.routing, called=self.called, turn_ms=duration)
         ending = {"finish_reason": "tool_calls", "tool_calls": list(reply.client_calls)} if reply.client_calls else {
@@ -238,7 +253,7 @@ class TurnRun:
                  turn_ms=duration, **ending)  # fmt: skip
         learning.learn_from_turn(self.turn.id)  # a good turn teaches its request; never raises
 
-    def build(self, recommended):
+    def build(self, recommended: Iterable[str]) -> CapabilityBundle:
         """The bundle for the decision at the workflow's current phase (and its staged choices)."""
         self.workflow_changed = False
         decision = self.analysis.decision
@@ -246,11 +261,14 @@ class TurnRun:
         if decision.phase != phase:
             decision = dataclasses.replace(decision, phase=phase, side_query=decision.side_query and bool(phase))
             self.analysis = dataclasses.replace(self.analysis, decision=decision)
-        choices = self.workflow.state.get("choices", {}) if phase else None
+        choices = None
+        if phase:
+            assert self.workflow is not None  # phase is the active workflow's
+            choices = self.workflow.state.get("choices", {})
         bundle = build_bundle(decision, self.entries, recommended=recommended, choices=choices)
         return with_client_tools(bundle, self.client.definitions)
 
-    def workflow_hints(self, bundle) -> dict:
+    def workflow_hints(self, bundle: CapabilityBundle) -> WorkflowHints:
         """What a rule-based model may use beside the steward's advice: the workflow step's tools and the ids
         its earlier steps returned, and which loaded tools only read."""
         read_only = frozenset(name for name in bundle.loaded_names if (entry := self.entry_of.get(name)) and
@@ -274,7 +292,7 @@ class TurnRun:
         self.status("workflow", f"📝 Started {flow.kind} at step {self.workflow.phase}", workflow_id=self.workflow.pk,
                     kind=flow.kind, workflow_phase=self.workflow.phase, version=self.workflow.version)  # fmt: skip
 
-    def announce(self, bundle) -> None:
+    def announce(self, bundle: CapabilityBundle) -> None:
         self.emit(
             EventType.ROUTING,
             phase="routing",
@@ -334,7 +352,9 @@ class TurnRun:
     def state(self) -> ConversationState:
         return conversation_state(self.workflow)
 
-    def fit(self, system: str, tools: list[dict], history: list[dict], profile) -> list[dict]:
+    def fit(
+        self, system: str, tools: list[dict[str, Any]], history: list[ChatMessage], profile: ModelProfile
+    ) -> list[ChatMessage]:
         system_tokens, tool_tokens = prompt.prompt_tokens(system, tools)
         available = memory.budget(profile, system_tokens=system_tokens, tool_tokens=tool_tokens)
         fitted = memory.evict_whole_turns(history, budget=available)
@@ -342,7 +362,9 @@ class TurnRun:
             self.status("memory", f"Older messages left out to fit {profile.name}: {fitted.evicted_turns} turn(s)")
         return [{"role": "system", "content": system}, *fitted.messages]
 
-    def record_budget(self, system: str, tools: list[dict], knowledge: list[dict], messages: list[dict]) -> None:
+    def record_budget(
+        self, system: str, tools: list[dict[str, Any]], knowledge: list[dict[str, Any]], messages: list[ChatMessage]
+    ) -> None:
         """The step's token budget as a routing event (phase budget), only when it differs from the last one."""
         system_tokens, tool_tokens = prompt.prompt_tokens(system, tools)
         figures = token_budget(self.profile, system_tokens=system_tokens, tool_tokens=tool_tokens,
@@ -351,7 +373,15 @@ class TurnRun:
             self.budget = figures
             self.emit(EventType.ROUTING, phase="budget", **figures)
 
-    def model_loop(self, history, bundle, knowledge, hints, *, first_step: int = 0) -> Reply | None:
+    def model_loop(
+        self,
+        history: list[ChatMessage],
+        bundle: CapabilityBundle,
+        knowledge: list[dict[str, Any]],
+        hints: TurnHints,
+        *,
+        first_step: int = 0,
+    ) -> Reply | None:
         """Steps until the model answers, calls a client tool (the Reply), pauses on an approval (None) or hits
         the limit. In a step that calls client tools, toolhub's own calls of that step still run first.
         `first_step` 1 for a resumed turn: its request's first step (where tool_choice applies) is behind it."""
@@ -362,6 +392,7 @@ class TurnRun:
             tools = prompt.tool_definitions(bundle)
             messages = self.fit(system, tools, transcript, self.profile)
             self.record_budget(system, tools, knowledge, messages)
+            calls: tuple[ToolCall, ...]
             content, calls = "", ()
             for chunk in provider.stream(messages, tools, hints=hints, **self.client.step_options(step)):
                 if chunk.content:
@@ -380,6 +411,7 @@ class TurnRun:
             client_calls = tuple(
                 raw for call, raw in zip(calls, tool_calls, strict=True) if bundle.is_client(call.name)
             )
+            found: list[str]
             found, waiting = [], False
             for call in calls:
                 if bundle.is_client(call.name):
@@ -412,11 +444,11 @@ class TurnRun:
         return Reply(message)
 
     @staticmethod
-    def requires_approval(call, bundle) -> bool:
+    def requires_approval(call: ToolCall, bundle: CapabilityBundle) -> bool:
         tool = next((t for t in bundle.loaded if t.name == call.name), None)
         return tool is not None and tool.requires_confirmation
 
-    def needs_approval(self, call, bundle) -> bool:
+    def needs_approval(self, call: ToolCall, bundle: CapabilityBundle) -> bool:
         """A held tool whose policy requires confirmation: ask, and let the turn wait."""
         if not self.requires_approval(call, bundle):
             return False
@@ -433,7 +465,7 @@ class TurnRun:
                     arguments=arguments, approval_id=approval.pk, risk=tool.risk)  # fmt: skip
         return True
 
-    def held(self):
+    def held(self) -> QuerySet[Turn]:
         """The turn's row while this run holds it."""
         return Turn.objects.filter(pk=self.turn.id, attempt=self.turn.attempt, status=Turn.Status.RUNNING)
 
@@ -442,7 +474,7 @@ class TurnRun:
         if not self.held().update(status=Turn.Status.WAITING):
             raise TurnTakenOver(f"turn {self.turn.id} was taken over before it paused")
 
-    def settle_decided_calls(self, history: list[dict], bundle) -> None:
+    def settle_decided_calls(self, history: list[ChatMessage], bundle: CapabilityBundle) -> None:
         """After a decision: run the approved calls, tell the model about the denied ones."""
         # Only the answers after the paused step count: some servers reuse call ids ("call_0") every step.
         at = max(i for i, m in enumerate(history) if m["role"] == "assistant" and m.get("tool_calls"))
@@ -457,9 +489,7 @@ class TurnRun:
             if approval is not None and approval.status == ToolApproval.Status.APPROVED:
                 outcome = self.call_tool(call, bundle, approved=True)
             else:
-                why = "was denied by an operator" if approval and approval.status == "denied" else (
-                    "was not approved in time, so it was denied")  # fmt: skip
-                outcome = CallOutcome(content=json.dumps({"error": f"{call.name} did not run: the call {why}."}))
+                outcome = CallOutcome(content=json.dumps({"error": approvals.refusal(call.name, approval)}))
             history.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
             self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id, result=outcome.result)
 
@@ -472,10 +502,10 @@ class TurnRun:
             return False
         return tool_name != settings.TOOLHUB_WEB_SEARCH_TOOL or self.options["show_web_search_status"]
 
-    def call_tool(self, call, bundle, *, approved: bool = False):
+    def call_tool(self, call: ToolCall, bundle: CapabilityBundle, *, approved: bool = False) -> CallOutcome:
         announced = self.announces(call.name)
 
-        def tool_emit(phase: str, message: str, **data):
+        def tool_emit(phase: str, message: str, **data: object) -> None:
             if phase == TOOL_EXECUTION_PHASE and not announced:
                 return  # the tool's own announcement (web_search's query); its other statuses (errors) still show
             self.status(phase, message, **data)
@@ -505,9 +535,10 @@ class TurnRun:
                   refused=outcome.refused, content=outcome.content[:2000], **blocks)  # fmt: skip
         return outcome
 
-    def run_step(self, step: staged_flows.Step, call, run_call) -> CallOutcome:
+    def run_step(self, step: staged_flows.Step, call: ToolCall, run_call: Callable[[], CallOutcome]) -> CallOutcome:
         """The current phase's step tool: record a type choice, or run it and move the workflow on."""
         workflow = self.workflow
+        assert workflow is not None  # step is a step of this workflow (staged_flows.step_of)
         arguments = _arguments(call)
         try:
             choices = staged_flows.type_choices(self.entry_of[call.name], arguments, workflow) if isinstance(
@@ -546,7 +577,7 @@ class TurnRun:
                         workflow_id=workflow.pk)  # fmt: skip
             return CallOutcome(content=json.dumps({"error": f"{exc} Ask the user to retry."}), is_error=True)
 
-    def save_message(self, role: str, content: str, **fields) -> Message:
+    def save_message(self, role: str, content: str, **fields: object) -> Message:
         """Stored only while this run holds the turn (as its events are): a failed or cancelled turn's run adds no
         message after lifecycle.end_turn answered its open tool calls, so the conversation's transcript stays valid."""
         data = {"role": role, "content": content or "", **fields}
@@ -557,7 +588,8 @@ class TurnRun:
             return Message.objects.create(conversation=self.conversation, turn=self.turn, tokens=tokens, **data)
 
 
-def _arguments(call) -> dict | str:
+def _arguments(call: ToolCall) -> object:
+    """The call's arguments as JSON values, or their text when it is not JSON."""
     try:
         return json.loads(call.arguments or "{}")
     except ValueError:

@@ -27,15 +27,17 @@ only through agents.turns.workflows.
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from django.utils import timezone
 
-from agents.models import Workflow
+from agents.models import Conversation, Workflow
 from catalog.models import Action
 from catalog.policies.decision import CatalogEntry
 from catalog.policies.flows import Flow, flow_of_kind
 from catalog.policies.staged import staged_choices
 
+from .tool_calls import CallOutcome
 from .workflows import advance_workflow, start_workflow, submit_workflow
 
 
@@ -54,12 +56,12 @@ class Step:
 class StepFailed(Exception):
     """The submitting call failed: roll the submit back and hand the failure to the model."""
 
-    def __init__(self, outcome):
+    def __init__(self, outcome: CallOutcome):
         super().__init__(outcome.content)
         self.outcome = outcome
 
 
-def active_workflow(conversation) -> Workflow | None:
+def active_workflow(conversation: Conversation) -> Workflow | None:
     """The conversation's live workflow (the most recently changed one), if any."""
     return (
         Workflow.objects.filter(conversation=conversation, status=Workflow.Status.ACTIVE, expires_at__gt=timezone.now())
@@ -68,7 +70,7 @@ def active_workflow(conversation) -> Workflow | None:
     )
 
 
-def start_flow(conversation, flow: Flow) -> Workflow:
+def start_flow(conversation: Conversation, flow: Flow) -> Workflow:
     return start_workflow(
         conversation=conversation,
         owner=conversation.owner,
@@ -88,10 +90,10 @@ def step_of(entry: CatalogEntry | None, workflow: Workflow | None) -> Step | Non
     return Step(flow, workflow.phase)
 
 
-def type_choices(entry: CatalogEntry, arguments: Mapping, workflow: Workflow) -> dict[str, str]:
+def type_choices(entry: CatalogEntry, arguments: Mapping[str, object], workflow: Workflow) -> dict[str, str]:
     """The staged choices these arguments make: a choice property not chosen yet that holds only its type."""
     chosen = workflow.state.get("choices", {})
-    made = {}
+    made: dict[str, str] = {}
     for name, types in staged_choices(entry.input_schema).items():
         value = arguments.get(name)
         if name not in chosen and isinstance(value, dict) and set(value) == {"type"} and value["type"] in types:
@@ -128,14 +130,14 @@ def advance_after(step: Step, workflow: Workflow, content: str) -> Workflow:
     )
 
 
-def submit(step: Step, workflow: Workflow, run_call: Callable) -> dict:
+def submit(step: Step, workflow: Workflow, run_call: Callable[[], CallOutcome]) -> dict[str, Any]:
     """Run the last step's call once per workflow; its outcome is the workflow's stored result.
 
     `run_call()` returns the call's outcome; a failed outcome raises StepFailed,
     which rolls the submit back (the workflow stays active at this phase).
     """
 
-    def create_record(_workflow) -> dict:
+    def create_record(_workflow: Workflow) -> dict[str, Any]:
         outcome = run_call()
         if outcome.is_error:
             raise StepFailed(outcome)

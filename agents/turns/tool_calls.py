@@ -7,17 +7,19 @@ content block as sent, comes back beside it for the turn's record and /mcp.
 A tool the bundle does not hold is refused with the reason; arguments that do
 not match the schema are refused with the schema's message; missing required
 arguments are to be asked of the user, never invented. tool_search loads
-what it finds (only what policy allows) for the next step.
+what it finds (only what policy allows) for the next step. Each call is a span (`execute`).
 """
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import jsonschema
 from django.conf import settings
+from opentelemetry.trace import StatusCode
 
 from agents.providers import ToolCall
-from agents.tools import BUILTIN_TOOL_NAMES, run_builtin
+from agents.tools import BUILTIN_TOOL_NAMES, Emit, run_builtin
 from agents.tools.results import truncate_result
 from catalog.mcp_client.client import McpCallResult
 from catalog.mcp_client.client import call_tool as call_mcp_tool
@@ -25,6 +27,7 @@ from catalog.mcp_client.content import wire_result
 from catalog.mcp_client.sync import mcp_route
 from catalog.policies.bundle import CapabilityBundle
 from catalog.search.service import search_catalog
+from toolhub.tracing import content_recorded, tracer
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class CallOutcome:
     is_error: bool = False
     refused: bool = False
     found: tuple[str, ...] = ()  # tool_search: names to load for the next step
-    result: dict | None = None  # an MCP tool's whole result as its server sent it (mcp_content.wire_result)
+    result: dict[str, Any] | None = None  # an MCP tool's whole result as its server sent it (mcp_content.wire_result)
 
 
 def refusal_reason(name: str, bundle: CapabilityBundle) -> str | None:
@@ -47,7 +50,7 @@ def refusal_reason(name: str, bundle: CapabilityBundle) -> str | None:
     return f"There is no tool named {name}."
 
 
-def schema_problem(arguments: dict, schema: dict) -> str | None:
+def schema_problem(arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:
     missing = [name for name in schema.get("required", []) if name not in arguments]
     if missing:
         return f"Missing required arguments: {', '.join(missing)}. Ask the user for them; do not invent values."
@@ -59,7 +62,9 @@ def schema_problem(arguments: dict, schema: dict) -> str | None:
     return None
 
 
-def run_tool_search(arguments: dict, bundle: CapabilityBundle, *, emit, owner_id: int | None = None) -> CallOutcome:
+def run_tool_search(
+    arguments: dict[str, Any], bundle: CapabilityBundle, *, emit: Emit, owner_id: int | None = None
+) -> CallOutcome:
     """The model's tool_search over what the bundle's decision allows; `owner_id`: whose learned examples may help
     (with TOOLHUB_LEARN_PER_OWNER, as the steward's own ranking for that owner)."""
     query = arguments.get("query", "")
@@ -85,10 +90,51 @@ def execute(
     call: ToolCall,
     bundle: CapabilityBundle,
     *,
-    emit,
+    emit: Emit,
     max_result_tokens: int,
     approved: bool = False,
     owner_id: int | None = None,
+) -> CallOutcome:
+    """Run one call as an `execute_tool` span (GenAI conventions): the tool, its MCP server, the outcome; its
+    arguments and result only with TOOLHUB_TRACE_CONTENT."""
+    with tracer().start_as_current_span(f"execute_tool {call.name}", record_exception=False,
+                                        set_status_on_exception=False) as span:  # fmt: skip
+        if not span.is_recording():
+            return _execute(call, bundle, emit=emit, max_result_tokens=max_result_tokens, approved=approved,
+                            owner_id=owner_id)  # fmt: skip
+        route = mcp_route(call.name) if bundle.holds(call.name) else None
+        span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                             "gen_ai.tool.call.id": call.id,
+                             "gen_ai.tool.type": "extension" if route else "function"})  # fmt: skip
+        if route is not None:
+            span.set_attributes({"toolhub.mcp.server": route[0].name, "toolhub.mcp.tool": route[1]})
+        if content_recorded():
+            span.set_attribute("gen_ai.tool.call.arguments", call.arguments or "{}")
+        try:
+            outcome = _execute(call, bundle, emit=emit, max_result_tokens=max_result_tokens, approved=approved,
+                               owner_id=owner_id)  # fmt: skip
+        except Exception as exc:
+            span.set_attributes({"toolhub.tool.outcome": "error", "error.type": type(exc).__qualname__})
+            span.set_status(StatusCode.ERROR, str(exc))
+            raise
+        outcome_name = "refused" if outcome.refused else "error" if outcome.is_error else "ok"
+        span.set_attribute("toolhub.tool.outcome", outcome_name)
+        if outcome.is_error:
+            span.set_attribute("error.type", "tool_refused" if outcome.refused else "tool_error")
+            span.set_status(StatusCode.ERROR)
+        if content_recorded():
+            span.set_attribute("gen_ai.tool.call.result", outcome.content)
+        return outcome
+
+
+def _execute(
+    call: ToolCall,
+    bundle: CapabilityBundle,
+    *,
+    emit: Emit,
+    max_result_tokens: int,
+    approved: bool,
+    owner_id: int | None,
 ) -> CallOutcome:
     reason = refusal_reason(call.name, bundle)
     if reason:
@@ -118,13 +164,13 @@ def execute(
         message = f"{call.name} runs on an MCP server that this toolhub is not connected to; it was not run."
         return CallOutcome(content=json.dumps({"error": message}), is_error=True)
     server, server_name = route
-    result = call_mcp_tool(server, server_name, arguments)
-    if result.is_error:  # a crash, timeout or protocol error, or the tool's own refusal: the user sees it too
-        emit("tool_error", f"⚠ {call.name} failed: {result.content[:300]}", tool_name=call.name)
-    text, _cut = truncate_result(mcp_content(result), max_result_tokens)
-    answered = result.blocks or result.structured is not None
-    whole = wire_result(result.blocks, result.structured, result.is_error) if answered else None
-    return CallOutcome(content=text, is_error=result.is_error, result=whole)
+    mcp_result = call_mcp_tool(server, server_name, arguments)
+    if mcp_result.is_error:  # a crash, timeout or protocol error, or the tool's own refusal: the user sees it too
+        emit("tool_error", f"⚠ {call.name} failed: {mcp_result.content[:300]}", tool_name=call.name)
+    text, _cut = truncate_result(mcp_content(mcp_result), max_result_tokens)
+    answered = mcp_result.blocks or mcp_result.structured is not None
+    whole = wire_result(mcp_result.blocks, mcp_result.structured, mcp_result.is_error) if answered else None
+    return CallOutcome(content=text, is_error=mcp_result.is_error, result=whole)
 
 
 def mcp_content(result: McpCallResult) -> object:

@@ -12,7 +12,11 @@ TOOLHUB_TURN_TIME_LIMIT after it was created). Under the turn's row lock:
   no tool call): queued again; the next run restarts it and does not store
   again the events the dead run stored (agents.turns.runtime);
 - stalled otherwise: failed (worker_lost). Content a client already read is
-  never sent twice, and a tool with side effects is never called twice.
+  never sent twice, and a tool with side effects is never called twice;
+- queued a lease after its task was handed to the broker (`Turn.published_at`)
+  with no worker having claimed it: the task was lost (a broker restarted
+  without persistence), so it is handed over again. A copy that was only slow
+  to arrive is harmless: a run claims a turn once (agents.turns.runtime.claim).
 
 The periodic task (beat), a worker as it starts and every stream waiting on a
 quiet turn call `take_over`; a redelivered task's claim uses `take_over_locked`.
@@ -29,7 +33,7 @@ from django.utils import timezone
 
 from agents.models import Turn, TurnEvent
 
-from .dispatch import enqueue_turn
+from .dispatch import enqueue_turn, is_eager
 from .events import FailureReason
 from .lifecycle import deadline_from, fail_turn, lease
 
@@ -55,8 +59,14 @@ def is_overdue(turn: Turn, now: datetime.datetime) -> bool:
     return turn.status == Turn.Status.RUNNING and turn.deadline_at is not None and turn.deadline_at < now
 
 
+def is_lost_in_queue(turn: Turn, now: datetime.datetime) -> bool:
+    """Queued a lease after it was handed to the broker (never with eager Celery: no broker, nothing to lose)."""
+    handed = turn.published_at or turn.created_at
+    return turn.status == Turn.Status.QUEUED and not is_eager() and handed is not None and handed < now - lease()
+
+
 def needs_taking_over(turn: Turn, now: datetime.datetime) -> bool:
-    return is_overdue(turn, now) or is_stalled(turn, now)
+    return is_overdue(turn, now) or is_stalled(turn, now) or is_lost_in_queue(turn, now)
 
 
 def take_over_locked(turn: Turn) -> bool:
@@ -66,6 +76,9 @@ def take_over_locked(turn: Turn) -> bool:
         log.warning("turn %s is past its deadline: failed", turn.pk)
         fail_turn(turn.pk, FailureReason.TURN_TIMEOUT, FAILURES[FailureReason.TURN_TIMEOUT])
         return False
+    if is_lost_in_queue(turn, now):
+        log.warning("turn %s is still queued a lease after its task was sent: sent again", turn.pk)
+        return True
     if not is_stalled(turn, now):
         return False
     if TurnEvent.objects.filter(turn=turn, type__in=SHOWN_FOR_GOOD).exists():
@@ -98,7 +111,12 @@ def stalled_or_overdue_turns() -> list[int]:
     overdue = Q(status=Turn.Status.RUNNING, deadline_at__lt=now) | Q(
         status=Turn.Status.QUEUED, created_at__lt=now - datetime.timedelta(seconds=settings.TOOLHUB_TURN_TIME_LIMIT)
     )
-    return list(Turn.objects.filter(stalled | overdue).values_list("pk", flat=True)[:1000])
+    found = stalled | overdue
+    if not is_eager():
+        found |= Q(status=Turn.Status.QUEUED) & (
+            Q(published_at__lt=now - lease()) | Q(published_at__isnull=True, created_at__lt=now - lease())
+        )
+    return list(Turn.objects.filter(found).values_list("pk", flat=True)[:1000])
 
 
 def watch_turns() -> int:

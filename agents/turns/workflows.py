@@ -41,18 +41,21 @@ for one key, and never touch a workflow that is still live.
 import datetime
 import logging
 from collections.abc import Callable
+from typing import Any, TypedDict, cast
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from agents.models import Workflow
+from agents.models import Conversation, Workflow
 
 log = logging.getLogger(__name__)
 
 ACTIVE = Workflow.Status.ACTIVE
-IDEMPOTENCY_KEY_MAX_LENGTH = Workflow._meta.get_field("idempotency_key").max_length
+# The model's CharField sets max_length (the stubs type a field's max_length int | None).
+IDEMPOTENCY_KEY_MAX_LENGTH = cast(int, Workflow._meta.get_field("idempotency_key").max_length)
 
 
 class WorkflowError(Exception):
@@ -60,7 +63,14 @@ class WorkflowError(Exception):
 
     http_status = 400
 
-    def __init__(self, message: str, *, workflow_id=None, current_version=None, status=None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        workflow_id: int | None = None,
+        current_version: int | None = None,
+        status: str | None = None,
+    ):
         super().__init__(message)
         self.workflow_id = workflow_id
         self.current_version = current_version
@@ -110,7 +120,13 @@ def _ttl(ttl: datetime.timedelta | None) -> datetime.timedelta:
 
 
 def start_workflow(
-    *, conversation, owner, kind: str, phase: str, state: dict | None = None, ttl: datetime.timedelta | None = None
+    *,
+    conversation: Conversation,
+    owner: User,
+    kind: str,
+    phase: str,
+    state: dict[str, Any] | None = None,
+    ttl: datetime.timedelta | None = None,
 ) -> Workflow:
     """A new active workflow at version 1 that lives for ``ttl`` (default TOOLHUB_WORKFLOW_TTL) without progress."""
     return Workflow.objects.create(
@@ -130,9 +146,19 @@ def _load(workflow_id: int) -> Workflow:
         raise WorkflowNotFound(f"Workflow {workflow_id} does not exist.", workflow_id=workflow_id) from None
 
 
-def _refusal(workflow: Workflow, expected_version: int, now) -> WorkflowError | None:
+class _RefusalDetails(TypedDict):
+    workflow_id: int
+    current_version: int
+    status: str
+
+
+def _refusal(workflow: Workflow, expected_version: int, now: datetime.datetime) -> WorkflowError | None:
     """Why a write at ``expected_version`` cannot apply to this stored row, or None if it can."""
-    details = {"workflow_id": workflow.pk, "current_version": workflow.version, "status": workflow.status}
+    details: _RefusalDetails = {
+        "workflow_id": workflow.pk,
+        "current_version": workflow.version,
+        "status": workflow.status,
+    }
     if workflow.status == Workflow.Status.EXPIRED or (workflow.status == ACTIVE and workflow.expires_at <= now):
         return WorkflowExpired(f"Workflow {workflow.pk} expired at {workflow.expires_at.isoformat()}.", **details)
     if workflow.status != ACTIVE:
@@ -146,14 +172,14 @@ def _refusal(workflow: Workflow, expected_version: int, now) -> WorkflowError | 
     return None
 
 
-def _compare_and_set(workflow_id: int, expected_version: int, now, **changes) -> int:
+def _compare_and_set(workflow_id: int, expected_version: int, now: datetime.datetime, **changes: object) -> int:
     """One UPDATE that applies only to the active, unexpired row still at ``expected_version``."""
     return Workflow.objects.filter(pk=workflow_id, version=expected_version, status=ACTIVE, expires_at__gt=now).update(
         version=F("version") + 1, updated_at=now, **changes
     )
 
 
-def _refuse(workflow_id: int, expected_version: int, now) -> WorkflowError:
+def _refuse(workflow_id: int, expected_version: int, now: datetime.datetime) -> WorkflowError:
     """The error for a compare-and-set that matched no row, from the row as it is now."""
     workflow = _load(workflow_id)
     return _refusal(workflow, expected_version, now) or WorkflowConflict(
@@ -169,7 +195,7 @@ def advance_workflow(
     workflow_id: int,
     expected_version: int,
     phase: str | None = None,
-    state_changes: dict | None = None,
+    state_changes: dict[str, Any] | None = None,
     ttl: datetime.timedelta | None = None,
 ) -> Workflow:
     """Compare-and-set: move to ``phase`` and merge ``state_changes`` (top-level keys) into the state.
@@ -206,11 +232,11 @@ def cancel_workflow(*, workflow_id: int, expected_version: int) -> Workflow:
 def submit_workflow(
     *,
     workflow_id: int,
-    owner,
+    owner: User,
     idempotency_key: str,
     expected_version: int,
-    create_record: Callable[[Workflow], dict],
-) -> dict:
+    create_record: Callable[[Workflow], dict[str, Any]],
+) -> dict[str, Any]:
     """Create the workflow's record once per (owner, idempotency_key) and return the first result.
 
     Under the workflow's row lock: a workflow already submitted with this key
@@ -231,7 +257,9 @@ def submit_workflow(
             raise WorkflowNotFound(f"Workflow {workflow_id} does not exist.", workflow_id=workflow_id) from None
         if workflow.status == Workflow.Status.SUBMITTED:
             if workflow.idempotency_key == idempotency_key:
-                return workflow.result
+                first: dict[str, Any] | None = workflow.result
+                assert first is not None  # stored with status submitted, below
+                return first
             raise WorkflowClosed(
                 f"Workflow {workflow.pk} was already submitted with another idempotency key.",
                 workflow_id=workflow.pk,
@@ -258,10 +286,12 @@ def submit_workflow(
             status=Workflow.Status.SUBMITTED, result=result, version=F("version") + 1, updated_at=now
         )
         # Every caller gets the stored form, the first one included.
-        return Workflow.objects.values_list("result", flat=True).get(pk=workflow.pk)
+        stored: dict[str, Any] | None = Workflow.objects.values_list("result", flat=True).get(pk=workflow.pk)
+        assert stored is not None  # the dict just stored
+        return stored
 
 
-def _in_batches(candidates, batch_size: int, write: Callable) -> int:
+def _in_batches(candidates: QuerySet[Workflow], batch_size: int, write: Callable[[QuerySet[Workflow]], int]) -> int:
     """Apply ``write`` to ``candidates`` one batch (one statement, one transaction) at a time."""
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1.")
@@ -271,7 +301,7 @@ def _in_batches(candidates, batch_size: int, write: Callable) -> int:
     return total
 
 
-def expire_workflows(*, now=None, batch_size: int = 500) -> int:
+def expire_workflows(*, now: datetime.datetime | None = None, batch_size: int = 500) -> int:
     """Mark every active workflow past its expiry as expired, in batches; never touches unexpired ones."""
     now = now or timezone.now()
     candidates = Workflow.objects.filter(status=ACTIVE, expires_at__lte=now)
@@ -284,7 +314,7 @@ def expire_workflows(*, now=None, batch_size: int = 500) -> int:
     return expired
 
 
-def delete_expired_workflows(*, older_than, batch_size: int = 500) -> int:
+def delete_expired_workflows(*, older_than: datetime.datetime, batch_size: int = 500) -> int:
     """Delete every workflow that is not submitted and whose expires_at is at or before ``older_than``."""
     candidates = Workflow.objects.filter(expires_at__lte=older_than).exclude(status=Workflow.Status.SUBMITTED)
     deleted = _in_batches(candidates, batch_size, lambda batch: batch.delete()[0])
@@ -292,7 +322,7 @@ def delete_expired_workflows(*, older_than, batch_size: int = 500) -> int:
     return deleted
 
 
-def cleanup_workflows(*, now=None, batch_size: int = 500) -> dict:
+def cleanup_workflows(*, now: datetime.datetime | None = None, batch_size: int = 500) -> dict[str, int]:
     """The periodic cleanup: delete what expired one TTL ago or earlier, then mark the rest expired."""
     now = now or timezone.now()
     deleted = delete_expired_workflows(older_than=now - default_ttl(), batch_size=batch_size)

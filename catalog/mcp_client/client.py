@@ -17,7 +17,8 @@ listeners registered with `on_list_changed`, its resources/updated notices (for
 subscriptions, catalog.mcp_client.resources.asubscribe) to those registered with
 `on_resource_updated`. Other notifications a server sends unasked (log messages,
 progress nobody requested, updates of resources nobody subscribed to, tool list
-changes) are logged once per kind and connection and otherwise ignored. Never touches the database.
+changes) are logged once per kind and connection and otherwise ignored. A stdio server starts as
+catalog.mcp_client.stdio_process says: its own environment, directory and limits. Never touches the database.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Any
 import anyio
 import httpx2
 from django.conf import settings
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -56,6 +57,9 @@ from mcp_types import (
 from catalog.models import McpServer
 
 from .content import model_text, wire_block
+from .http_failures import HttpAnswers
+from .http_failures import describe as describe_http_failure
+from .stdio_process import stdio_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -218,6 +222,7 @@ class _Connection:
         self.capabilities = None  # what the server said it offers in its handshake (ServerCapabilities)
         self.calls: list[CallObserver | None] = []  # one entry per call in flight, its observer if any
         self.failure = ""  # why the connection could not open or ended
+        self.http_answers = HttpAnswers()  # the HTTP refusals a streamable HTTP server gave, to say why
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._gone = False
@@ -253,12 +258,11 @@ class _Connection:
     def _transport(self, timeout: float):
         endpoint = self.endpoint
         if endpoint.transport == STDIO:
-            params = StdioServerParameters(
-                command=endpoint.command, args=list(endpoint.args), env=dict(endpoint.env), cwd=settings.BASE_DIR
-            )
+            params = stdio_parameters(name=endpoint.name, command=endpoint.command, args=endpoint.args,
+                                      env=dict(endpoint.env))  # fmt: skip
             return stdio_client(params, errlog=self._stderr)
         if endpoint.transport == STREAMABLE_HTTP:
-            return _http_transport(endpoint, timeout)
+            return _http_transport(endpoint, timeout, self.http_answers)
         raise ValueError(f"unknown transport {endpoint.transport!r}")
 
     async def _run(self, timeout: float) -> None:
@@ -331,6 +335,12 @@ class _Connection:
             return f"{self.label} did not complete the MCP handshake within {timeout:g} s.{self.stderr_tail()}"
         if isinstance(exc, OSError) and self.endpoint.transport == STDIO:
             return f"{self.label} could not be started ({self.endpoint.command}): {exc}."
+        if self.endpoint.transport == STREAMABLE_HTTP:
+            sends_authorization = any(name.lower() == "authorization" for name, _ in self.endpoint.headers)
+            explained = describe_http_failure(self.label, self.endpoint.url, self.http_answers,
+                                              sends_authorization=sends_authorization, exc=exc)  # fmt: skip
+            if explained:
+                return explained
         if isinstance(exc, MCPError) and exc.error.code == CONNECTION_CLOSED:
             return f"{self.label} closed the connection while starting (did its process exit?).{self.stderr_tail()}"
         return f"{self.label} could not be connected: {type(exc).__name__}: {exc}.{self.stderr_tail()}"
@@ -346,8 +356,9 @@ class _Connection:
 
 
 @contextlib.asynccontextmanager
-async def _http_transport(endpoint: Endpoint, timeout: float):
-    client = httpx2.AsyncClient(headers=dict(endpoint.headers), timeout=httpx2.Timeout(timeout, read=300))
+async def _http_transport(endpoint: Endpoint, timeout: float, answers: HttpAnswers):
+    client = httpx2.AsyncClient(headers=dict(endpoint.headers), timeout=httpx2.Timeout(timeout, read=300),
+                                event_hooks={"response": [answers.hook]})  # fmt: skip
     async with client, streamable_http_client(endpoint.url, http_client=client) as streams:
         yield streams
 

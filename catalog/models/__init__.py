@@ -7,6 +7,7 @@ what a model may see live in bundle.py, never in the models.
 
 import datetime
 import hashlib
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -109,7 +110,7 @@ class Tool(models.Model):
     def __str__(self):
         return self.name
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         # Never store an invalid schema, whichever path saves the row.
         validate_tool_name(self.name)
         validate_input_schema(self.input_schema)
@@ -139,9 +140,10 @@ class ToolPolicy(models.Model):
     """The current policy of a tool; `version` points at its active PolicyVersion."""
 
     class Status(models.TextChoices):
-        DRAFT = "draft"
-        ACTIVE = "active"
-        REJECTED = "rejected"
+        # Only an active policy lets its tool be offered; people read "rejected" as "denied" (the stored value stays).
+        DRAFT = "draft", "draft"
+        ACTIVE = "active", "active"
+        REJECTED = "rejected", "denied"
 
     tool = models.OneToOneField(Tool, on_delete=models.CASCADE, related_name="policy")
     domains = models.ManyToManyField(Domain, related_name="policies", blank=True)
@@ -187,6 +189,65 @@ class PolicyVersion(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ValidationError("Policy versions are immutable and cannot be deleted.")
+
+
+class PolicyRollback(models.Model):
+    """A rollback of a tool's policy: who moved the active pointer from one version back to another, and when.
+
+    Versions stay immutable; the history shows these beside them (catalog.policies.versions.rollback_policy).
+    """
+
+    policy = models.ForeignKey(ToolPolicy, on_delete=models.CASCADE, related_name="rollbacks")
+    from_version = models.PositiveIntegerField()
+    to_version = models.PositiveIntegerField()
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.policy.tool.name}: v{self.from_version} → v{self.to_version}"
+
+
+class PolicyChangeRequest(models.Model):
+    """A policy change that loosens a tool under four eyes, waiting for a second operator (catalog.policies.four_eyes).
+
+    It holds the draft as the editor would save it; approving it saves that draft as a new PolicyVersion, rejecting
+    it leaves the policy as it is. Either way the row stays, with who asked and who decided, and when.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPLIED = "applied"
+        REJECTED = "rejected"
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="policy_change_requests")
+    draft = models.JSONField(help_text="The policy as it would be saved (catalog.policies.versions snapshot shape).")
+    base_version = models.PositiveIntegerField(help_text="The active version the change was made against.")
+    reasons = models.JSONField(default=list, help_text="Why it needs a second operator.")
+    note = models.CharField(max_length=500, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    requested_at = models.DateTimeField(auto_now_add=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(null=True, blank=True, help_text="The PolicyVersion it became, if applied.")
+
+    class Meta:
+        ordering = ["-requested_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tool"], condition=models.Q(status="pending"), name="one_pending_policy_change_per_tool"
+            )
+        ]
+
+    def __str__(self):
+        return f"change of {self.tool.name}'s policy ({self.status})"
 
 
 class KnowledgeSnippet(models.Model):

@@ -18,7 +18,7 @@ MAX_TOOL_NAME_LENGTH = 64
 TOOL_NAME_PATTERN = re.compile(rf"^[A-Za-z0-9_-]{{1,{MAX_TOOL_NAME_LENGTH}}}$")
 
 
-def validate_tool_name(name: str) -> None:
+def validate_tool_name(name: object) -> None:
     if not isinstance(name, str) or not TOOL_NAME_PATTERN.match(name):
         raise ValidationError(
             "A tool name is 1-64 letters, digits, '_' or '-' (got %(name)r).",

@@ -31,15 +31,17 @@ import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 
 from catalog.models import READ_ONLY_OPERATIONS, Risk, ToolPolicy
 from catalog.models.tokens import count_json_tokens, count_tokens
 
 from .archive import archive_section
-from .decision import CatalogEntry, RoutingDecision
+from .decision import CatalogEntry, PolicyView, RoutingDecision
 from .staged import narrow_schema
 
 audit = logging.getLogger("toolhub.audit")
@@ -50,7 +52,7 @@ HIGH_RISKS = frozenset({Risk.HIGH, Risk.CRITICAL})
 @dataclass(frozen=True)
 class LoadedTool:
     name: str
-    definition: dict
+    definition: dict[str, Any]  # the OpenAI function definition the model is given
     schema_tokens: int
     risk: str
     requires_confirmation: bool
@@ -67,7 +69,7 @@ class ClientTool:
     """A tool the API client declared and runs itself: offered to the model, never run by toolhub."""
 
     name: str
-    definition: dict
+    definition: dict[str, Any]
     schema_tokens: int
 
 
@@ -109,7 +111,7 @@ class CapabilityBundle:
         return name in self.client_names
 
 
-def with_client_tools(bundle: CapabilityBundle, definitions: Iterable[dict]) -> CapabilityBundle:
+def with_client_tools(bundle: CapabilityBundle, definitions: Iterable[dict[str, Any]]) -> CapabilityBundle:
     """The bundle plus the client's own tools (OpenAI function definitions), after every toolhub tool."""
     client = tuple(
         ClientTool(d["function"]["name"], d, count_json_tokens(d)) for d in definitions
@@ -159,8 +161,14 @@ def allowed_names(decision: RoutingDecision, catalog: Sequence[CatalogEntry]) ->
     )
 
 
+def _policy_of(allowed: CatalogEntry) -> PolicyView:
+    """The policy of a tool policy allows (denial_reason denies every tool without one)."""
+    assert allowed.policy is not None
+    return allowed.policy
+
+
 def _primary_domain(entry: CatalogEntry, decision: RoutingDecision) -> str:
-    domains = entry.policy.domains
+    domains = _policy_of(entry).domains
     matching = sorted(domains & decision.domains)
     return (matching or sorted(domains) or ["other"])[0]
 
@@ -168,7 +176,8 @@ def _primary_domain(entry: CatalogEntry, decision: RoutingDecision) -> str:
 def loaded_tool(entry: CatalogEntry, choices: Mapping[str, str] | None = None) -> LoadedTool:
     """An allowed tool as the model is given it (inside a workflow phase, narrowed to the staged choices)."""
     definition, tokens = entry.definition(), entry.schema_tokens
-    if choices is not None and entry.policy.workflow_phases:
+    policy = _policy_of(entry)
+    if choices is not None and policy.workflow_phases:
         # A staged workflow tool shows only the step's part of its schema.
         schema = narrow_schema(entry.input_schema, dict(choices))
         if schema is not entry.input_schema:
@@ -178,8 +187,8 @@ def loaded_tool(entry: CatalogEntry, choices: Mapping[str, str] | None = None) -
         name=entry.name,
         definition=definition,
         schema_tokens=tokens,
-        risk=entry.policy.risk,
-        requires_confirmation=entry.policy.requires_confirmation,
+        risk=policy.risk,
+        requires_confirmation=policy.requires_confirmation,
     )
 
 
@@ -189,7 +198,7 @@ def build_bundle(
     *,
     recommended: Iterable[str] = (),
     choices: Mapping[str, str] | None = None,
-    all_tools_for=None,
+    all_tools_for: User | None = None,
 ) -> CapabilityBundle:
     """Decide loaded / deferred / denied for every tool of `catalog`.
 
@@ -212,15 +221,15 @@ def build_bundle(
 
     rank = {name: index for index, name in enumerate(recommended)}
 
-    def priority(entry: CatalogEntry):
-        domain_match = bool(entry.policy.domains & decision.domains)
+    def priority(entry: CatalogEntry) -> tuple[bool, int, bool, str]:
+        domain_match = bool(_policy_of(entry).domains & decision.domains)
         return (not entry.always_load, rank.get(entry.name, len(rank)), not domain_match, entry.name)
 
     promoted: set[str] = set(recommended)
     # The current phase's tools are the step's tools: loaded even if deferred.
-    promoted |= {entry.name for entry in allowed if entry.policy.workflow_phases}
+    promoted |= {entry.name for entry in allowed if _policy_of(entry).workflow_phases}
     if decision.phase and decision.side_query:
-        side_tools = sorted((e for e in allowed if not e.policy.workflow_phases), key=priority)
+        side_tools = sorted((e for e in allowed if not _policy_of(e).workflow_phases), key=priority)
         bound = settings.TOOLHUB_SIDE_QUERY_MAX_TOOLS
         for entry in side_tools[bound:]:
             denied.append(DeniedTool(entry.name, f"beyond the side query's bound of {bound} read-only tools"))
@@ -237,7 +246,7 @@ def build_bundle(
     # Only the few tools that want loading need ranking; the many deferred ones are just grouped.
     to_load = [e for e in allowed if e.always_load or not e.deferred or e.name in promoted]
     stays_deferred = [e for e in allowed if not (e.always_load or not e.deferred or e.name in promoted)]
-    domain_of: dict[frozenset, str] = {}
+    domain_of: dict[frozenset[str], str] = {}
     for entry in sorted(to_load, key=priority):
         tool = loaded_tool(entry, staged)
         if entry.always_load or total + tool.schema_tokens <= cap:
@@ -247,7 +256,7 @@ def build_bundle(
         notes.append(f"{entry.name} deferred: the bundle would exceed {cap} schema tokens")
         stays_deferred.append(entry)
     for entry in stays_deferred:
-        domains = entry.policy.domains
+        domains = _policy_of(entry).domains
         if domains not in domain_of:
             domain_of[domains] = _primary_domain(entry, decision)
         deferred.setdefault(domain_of[domains], []).append(entry.name)
@@ -267,10 +276,12 @@ def build_bundle(
     )
 
 
-def _all_tools_bundle(decision: RoutingDecision, catalog: Sequence[CatalogEntry], user) -> CapabilityBundle:
+def _all_tools_bundle(decision: RoutingDecision, catalog: Sequence[CatalogEntry], user: User) -> CapabilityBundle:
     """Debug only: every tool with an active policy, loaded. Still never an unpolicied one."""
     if not (settings.DEBUG and getattr(user, "is_staff", False)):
         raise PermissionDenied("The all-tools mode is only for staff users with DEBUG on.")
+    loaded: list[LoadedTool]
+    denied: list[DeniedTool]
     loaded, denied = [], []
     for entry in catalog:
         active = entry.enabled and entry.policy is not None and entry.policy.status == ToolPolicy.Status.ACTIVE

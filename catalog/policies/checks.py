@@ -12,8 +12,11 @@ createsuperuser. Tools over TOOLHUB_MAX_TOOL_SCHEMA_TOKENS are warnings
 to check.
 """
 
+from collections.abc import Iterable
+from typing import Any
+
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 
 from catalog.models import Tool, ToolPolicy
@@ -34,12 +37,12 @@ def undecided_tools(using: str = DEFAULT_DB_ALIAS) -> list[tuple[str, str | None
         return []
 
 
-def _described(undecided) -> str:
+def _described(undecided: Iterable[tuple[str, str | None]]) -> str:
     return ", ".join(f"{name} ({status or 'no policy'})" for name, status in undecided)
 
 
 @register(Tags.database, deploy=True)
-def tools_have_a_decided_policy(app_configs=None, databases=None, **kwargs):
+def tools_have_a_decided_policy(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """catalog.E001 on `check --deploy`: a deployment should not go live with tools nobody decided."""
     undecided = [tool for alias in databases or [DEFAULT_DB_ALIAS] for tool in undecided_tools(alias)]
     if not undecided:
@@ -55,7 +58,7 @@ def tools_have_a_decided_policy(app_configs=None, databases=None, **kwargs):
 
 
 @register(Tags.database)
-def tools_await_a_policy(app_configs=None, databases=None, **kwargs):
+def tools_await_a_policy(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """catalog.W002 where Django runs database checks (check --database, migrate): reported, never blocking."""
     undecided = [tool for alias in databases or [] for tool in undecided_tools(alias)]
     if not undecided:
@@ -70,9 +73,11 @@ def tools_await_a_policy(app_configs=None, databases=None, **kwargs):
 
 
 @register(Tags.database)
-def tool_schemas_fit_the_token_gate(app_configs=None, databases=None, **kwargs):
+def tool_schemas_fit_the_token_gate(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
     cap = settings.TOOLHUB_MAX_TOOL_SCHEMA_TOKENS
-    oversized = []
+    oversized: list[tuple[str, int]] = []
     for alias in databases or []:
         try:
             oversized += (

@@ -5,12 +5,24 @@
 bundle rules look at; `load_catalog()` builds them in two queries.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from catalog.models import Action, Tool
 from catalog.search.service import catalog_state
 
 from .deferral import is_deferred
+
+
+class DecisionData(TypedDict):
+    """A RoutingDecision as JSON (RoutingLog.decision, the steward's result)."""
+
+    action: str
+    domains: list[str]
+    confidence: float
+    phase: str
+    side_query: bool
 
 
 @dataclass(frozen=True)
@@ -21,7 +33,7 @@ class RoutingDecision:
     phase: str = ""  # the active workflow's phase; "" outside a workflow
     side_query: bool = False  # a read question asked inside a workflow
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> DecisionData:
         return {
             "action": str(self.action),
             "domains": sorted(self.domains),
@@ -31,7 +43,7 @@ class RoutingDecision:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RoutingDecision":
+    def from_dict(cls, data: Mapping[str, Any]) -> "RoutingDecision":
         """The inverse of as_dict (a RoutingLog stores that form)."""
         return cls(
             action=data.get("action", Action.ANSWER),
@@ -57,7 +69,7 @@ class PolicyView:
 class CatalogEntry:
     name: str
     description: str
-    input_schema: dict
+    input_schema: dict[str, Any]  # JSON Schema
     schema_tokens: int
     enabled: bool
     always_load: bool
@@ -65,10 +77,10 @@ class CatalogEntry:
     policy: PolicyView | None
     # What an MCP server listed beside the schema (empty for other tools); toolhub's /mcp lists it unchanged.
     title: str = ""
-    output_schema: dict | None = None
-    annotations: dict | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
 
-    def definition(self) -> dict:
+    def definition(self) -> dict[str, Any]:
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
@@ -109,7 +121,7 @@ def load_catalog() -> list[CatalogEntry]:
     return [entry_for(tool) for tool in tools]
 
 
-_current: tuple[tuple, tuple[CatalogEntry, ...]] | None = None
+_current: tuple[tuple[int, str], tuple[CatalogEntry, ...]] | None = None
 
 
 def current_catalog() -> tuple[CatalogEntry, ...]:

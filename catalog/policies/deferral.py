@@ -5,8 +5,10 @@ Never looks at policy (bundle.py does) or at substrings of names.
 
 from django.conf import settings
 
+from catalog.models import Tool
 
-def is_deferred(tool) -> bool:
+
+def is_deferred(tool: Tool) -> bool:
     if tool.always_load:
         return False
     if tool.name == settings.TOOLHUB_SEARCH_TOOL:

@@ -6,8 +6,11 @@ is validated before anything is written; one bad definition rejects the whole
 import with every error named.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -39,7 +42,7 @@ def _messages(error: ValidationError) -> list[str]:
     return list(error.messages)
 
 
-def _build(definition: dict) -> Tool:
+def _build(definition: dict[str, Any]) -> Tool:
     tool = Tool(name=definition.get("name", ""))
     for name in TOOL_FIELDS:
         if name in definition:
@@ -47,7 +50,7 @@ def _build(definition: dict) -> Tool:
     return tool
 
 
-def validate_definitions(definitions: list[dict]) -> dict[str, list[str]]:
+def validate_definitions(definitions: Sequence[object]) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     seen: set[str] = set()
     domain_names = set(Domain.objects.values_list("name", flat=True))
@@ -72,10 +75,10 @@ def validate_definitions(definitions: list[dict]) -> dict[str, list[str]]:
     return errors
 
 
-def _policy_errors(data, domain_names: set[str]) -> list[str]:
+def _policy_errors(data: object, domain_names: set[str]) -> list[str]:
     if not isinstance(data, dict):
         return ["policy: must be an object"]
-    problems = []
+    problems: list[str] = []
     unknown = [name for name in data.get("domains", []) if name not in domain_names]
     if unknown:
         problems.append(f"policy: unknown domains {', '.join(unknown)}")
@@ -87,7 +90,9 @@ def _policy_errors(data, domain_names: set[str]) -> list[str]:
     return problems
 
 
-def import_tools(definitions: list[dict], *, source: str = Tool.Source.IMPORT, author=None) -> ImportResult:
+def import_tools(
+    definitions: list[dict[str, Any]], *, source: str = Tool.Source.IMPORT, author: User | None = None
+) -> ImportResult:
     """Create or update tools by name; create missing policies given with them."""
     definitions = [{"source": source, **d} if isinstance(d, dict) else d for d in definitions]
     errors = validate_definitions(definitions)
@@ -118,7 +123,7 @@ def import_tools(definitions: list[dict], *, source: str = Tool.Source.IMPORT, a
     return result
 
 
-def _build_policy(tool: Tool, data: dict) -> ToolPolicy:
+def _build_policy(tool: Tool, data: dict[str, Any]) -> ToolPolicy:
     return ToolPolicy(
         tool=tool,
         operation=data.get("operation", ""),
@@ -130,7 +135,7 @@ def _build_policy(tool: Tool, data: dict) -> ToolPolicy:
     )
 
 
-def _create_policy(tool: Tool, data: dict, domains: dict[str, Domain], author) -> ToolPolicy:
+def _create_policy(tool: Tool, data: dict[str, Any], domains: dict[str, Domain], author: User | None) -> ToolPolicy:
     policy = _build_policy(tool, data)
     policy.save()
     policy.domains.set([domains[name] for name in data.get("domains", [])])

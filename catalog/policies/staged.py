@@ -8,9 +8,10 @@ Pure functions over JSON Schema; never touches the stored tool.
 """
 
 import copy
+from typing import Any
 
 
-def _variants(prop: dict) -> dict[str, dict] | None:
+def _variants(prop: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
     options = prop.get("oneOf")
     if not isinstance(options, list) or not options:
         return None
@@ -23,7 +24,7 @@ def _variants(prop: dict) -> dict[str, dict] | None:
     return variants
 
 
-def staged_choices(schema: dict) -> dict[str, list[str]]:
+def staged_choices(schema: dict[str, Any]) -> dict[str, list[str]]:
     """The choice properties of a schema and their type names."""
     return {
         name: list(variants)
@@ -32,7 +33,7 @@ def staged_choices(schema: dict) -> dict[str, list[str]]:
     }
 
 
-def narrow_schema(schema: dict, choices: dict[str, str]) -> dict:
+def narrow_schema(schema: dict[str, Any], choices: dict[str, str]) -> dict[str, Any]:
     """The schema as the model should see it at this step of the workflow."""
     narrowed = None
     for name, prop in schema.get("properties", {}).items():

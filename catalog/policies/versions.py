@@ -12,11 +12,13 @@ import datetime
 import enum
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Max
 
-from catalog.models import Domain, PolicyVersion, Tool, ToolPolicy
+from catalog.models import Domain, PolicyRollback, PolicyVersion, Tool, ToolPolicy
 
 from .bundle import CapabilityBundle, build_bundle
 from .decision import CatalogEntry, PolicyView, RoutingDecision
@@ -24,6 +26,8 @@ from .decision import CatalogEntry, PolicyView, RoutingDecision
 audit = logging.getLogger("toolhub.audit")
 
 SNAPSHOT_FIELDS = ("operation", "risk", "workflow_phases", "aliases", "requires_confirmation", "status")
+# A policy as data (PolicyVersion.snapshot, a draft): SNAPSHOT_FIELDS and "domains" (sorted names), JSON values.
+Snapshot = dict[str, Any]
 DIFF_FIELDS = ("status", "domains", "operation", "risk", "workflow_phases", "aliases", "requires_confirmation")
 
 
@@ -31,14 +35,14 @@ class PolicyConflict(Exception):
     """The policy moved to another version since the editor opened it."""
 
 
-def snapshot(policy: ToolPolicy) -> dict:
-    data = {field: getattr(policy, field) for field in SNAPSHOT_FIELDS}
+def snapshot(policy: ToolPolicy) -> Snapshot:
+    data: Snapshot = {field: getattr(policy, field) for field in SNAPSHOT_FIELDS}
     data["domains"] = sorted(domain.name for domain in policy.domains.all())
     return data
 
 
 @transaction.atomic
-def record_policy_version(policy: ToolPolicy, *, author=None, note: str = "") -> PolicyVersion:
+def record_policy_version(policy: ToolPolicy, *, author: User | None = None, note: str = "") -> PolicyVersion:
     """Snapshot the policy as saved now and make that snapshot the active version."""
     # Lock the policy row so two editors never get the same version number.
     ToolPolicy.objects.select_for_update().filter(pk=policy.pk).first()
@@ -52,7 +56,9 @@ def record_policy_version(policy: ToolPolicy, *, author=None, note: str = "") ->
 
 
 @transaction.atomic
-def save_policy_draft(tool: Tool, *, draft: dict, author, note: str, base_version: int) -> PolicyVersion:
+def save_policy_draft(
+    tool: Tool, *, draft: Snapshot, author: User | None, note: str, base_version: int
+) -> PolicyVersion:
     """Apply `draft` to the tool's policy (creating it if the tool has none) and record a new version.
 
     `base_version` is the version the editor started from; if the active version moved
@@ -78,8 +84,9 @@ def save_policy_draft(tool: Tool, *, draft: dict, author, note: str, base_versio
 
 
 @transaction.atomic
-def rollback_policy(policy: ToolPolicy, *, number: int, user=None) -> ToolPolicy:
-    """Make version `number` active again: copy its snapshot back, move the pointer."""
+def rollback_policy(policy: ToolPolicy, *, number: int, user: User | None = None) -> ToolPolicy:
+    """Make version `number` active again: copy its snapshot back, move the pointer, and record who did it and when
+    (a PolicyRollback)."""
     policy = ToolPolicy.objects.select_for_update().get(pk=policy.pk)
     version = policy.versions.get(number=number)
     data = dict(version.snapshot)
@@ -89,20 +96,23 @@ def rollback_policy(policy: ToolPolicy, *, number: int, user=None) -> ToolPolicy
     previous, policy.version = policy.version, version.number
     policy.save()
     policy.domains.set(Domain.objects.filter(name__in=domain_names))
+    PolicyRollback.objects.create(policy=policy, from_version=previous, to_version=number, actor=user)
     if user is not None:
         audit.info("policy of %s rolled back from v%s to v%s by %s", policy.tool.name, previous, number, user)
     return policy
 
 
-def snapshot_changes(old: dict | None, new: dict) -> list[tuple[str, object, object]]:
+def snapshot_changes(old: Snapshot | None, new: Snapshot) -> list[tuple[str, object, object]]:
     """(field, before, after) for every field that differs; everything when there is no `old`."""
     old = old or {}
     return [(field, old.get(field), new.get(field)) for field in DIFF_FIELDS if old.get(field) != new.get(field)]
 
 
-def version_history(policy: ToolPolicy) -> list[tuple[PolicyVersion, list]]:
+def version_history(policy: ToolPolicy) -> list[tuple[PolicyVersion, list[tuple[str, object, object]]]]:
     """Every version, newest first, with its changes against the version before it."""
     versions = list(policy.versions.select_related("author").order_by("number"))
+    history: list[tuple[PolicyVersion, list[tuple[str, object, object]]]]
+    previous: Snapshot | None
     history, previous = [], None
     for version in versions:
         history.append((version, snapshot_changes(previous, version.snapshot)))
@@ -110,7 +120,7 @@ def version_history(policy: ToolPolicy) -> list[tuple[PolicyVersion, list]]:
     return history[::-1]
 
 
-def draft_view(draft: dict) -> PolicyView:
+def draft_view(draft: Snapshot) -> PolicyView:
     """The bundle rules' view of a draft policy."""
     return PolicyView(
         status=draft["status"],
@@ -190,7 +200,7 @@ class SimulatedRequest:
     def token_change(self) -> int:
         return self.tokens_after - self.tokens_before
 
-    def _calls(self, *, before=None, after=None) -> tuple[str, ...]:
+    def _calls(self, *, before: CallStatus | None = None, after: CallStatus | None = None) -> tuple[str, ...]:
         return tuple(
             change.name for change in self.call_changes
             if (before is None or change.before == before) and (after is None or change.after == after)
@@ -225,11 +235,13 @@ class SimulatedRequest:
 def call_status(name: str, bundle: CapabilityBundle, entries: Mapping[str, CatalogEntry]) -> CallStatus:
     if name not in bundle.searchable_names():
         return CallStatus.DENIED
-    return CallStatus.NEEDS_APPROVAL if entries[name].policy.requires_confirmation else CallStatus.RUNS
+    policy = entries[name].policy
+    assert policy is not None  # the bundle offers only tools whose policy allows them (bundle.denial_reason)
+    return CallStatus.NEEDS_APPROVAL if policy.requires_confirmation else CallStatus.RUNS
 
 
 def simulate_policy(
-    tool_name: str, draft: dict, replays: Sequence[Replay], *, catalog: Sequence[CatalogEntry]
+    tool_name: str, draft: Snapshot, replays: Sequence[Replay], *, catalog: Sequence[CatalogEntry]
 ) -> list[SimulatedRequest]:
     """Build each replayed request's bundle with the tool's current policy and with `draft`, and compare: the
     bundles, and each tool the request called as the runtime would treat a call of it under each bundle.
@@ -241,7 +253,7 @@ def simulate_policy(
     drafted = [dataclasses.replace(entry, policy=view) if entry.name == tool_name else entry for entry in catalog]
     entries_before = {entry.name: entry for entry in catalog}
     entries_after = {entry.name: entry for entry in drafted}
-    results = []
+    results: list[SimulatedRequest] = []
     for replay in replays:
         before = build_bundle(replay.decision, catalog, recommended=replay.recommended)
         after = build_bundle(replay.decision, drafted, recommended=replay.recommended)
@@ -286,7 +298,7 @@ class SimulationSummary:
 
 
 def summarize_simulation(results: Sequence[SimulatedRequest]) -> SimulationSummary:
-    def total(count) -> int:
+    def total(count: Callable[[SimulatedRequest], int]) -> int:
         return sum(count(result) for result in results)
 
     return SimulationSummary(

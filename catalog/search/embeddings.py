@@ -1,6 +1,6 @@
 """Dense text embeddings for tool search and routing; offline, CPU, never a download.
 
-Two jobs, each with its model (the README's benchmark section compares them):
+Two jobs, each with its model (bench/results/2026-12-benchmark-notes.md compares them):
 TOOLHUB_SEARCH_MODEL ranks the catalog for tool_search and search_catalog
 (default all-MiniLM-L6-v2: public benchmark recall@5 0.600 against e5's 0.499),
 TOOLHUB_ROUTING_MODEL reads requests for the router, in English and Vietnamese

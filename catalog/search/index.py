@@ -12,6 +12,15 @@ BM25_WEIGHT was tuned on dev only: recall@5 0.585 at w=0 (dense alone), 0.595 /
 0.002 but lift BM25 alone (the dense-off mode) from 0.390 to 0.422; BM25's k1/b and
 counting the name twice moved recall@5 by under 0.003.
 
+What a tool is indexed by (ToolDocument.of): its name's words, its title (the MCP title or annotations' title),
+description, aliases, domains and every field its schema declares, nested objects and array items included, each
+with its description and enum values (dense_text, full_text). On ToolLens' training sample (464 tools, 500
+requests), so indexed, MiniLM's hybrid scored recall@5 0.361 at w = 0.1 and 0.378 at w = 0.2, e5's 0.364 at
+w = 0.05, BM25 alone 0.317 (fusion_study, bench/results/fusion-2026-12-05-toollens-train-sample.json). Across
+ToolLens, Seal-Tools' dev sample and the shared dev set (bench/results/fusion-2026-12-06-*.json) no fusion wins on
+all three (Seal-Tools wants w up to 1.0, the shared dev set 0.05-0.1; z-score and reciprocal-rank fusion win on none),
+so the weight stays 0.1 (docs/benchmarks/index.md).
+
 Examples (ToolExample: past queries a tool served, approved) add a boost on top:
 take the EXAMPLE_NEIGHBOURS examples nearest the query (cosine); an example counts
 only when its similarity s reaches the floor f = max(EXAMPLE_MIN_SIMILARITY, best
@@ -77,14 +86,98 @@ STOPWORDS = frozenset(STOPWORDS_EN) | frozenset(
 Embedder = Callable[[list[str]], np.ndarray]
 
 
+# What a tool's schema says, indexed (parameter_phrases): fields at most this deep, at most this many phrases, and
+# at most this many enum values a field in the dense text (BM25 reads up to LEXICAL_ENUM_VALUES: a 500-value enum
+# names what a request may say, but would drown the embedded text).
+MAX_SCHEMA_DEPTH = 4
+MAX_PARAMETER_PHRASES = 60
+DENSE_ENUM_VALUES = 12
+LEXICAL_ENUM_VALUES = 200
+MAX_PHRASE_CHARS = 400
+
+
 @dataclass(frozen=True)
 class ToolDocument:
+    """What the index reads of a tool. Build one with ToolDocument.of (a schema's fields read whole)."""
+
     name: str
     description: str
     aliases: tuple[str, ...] = ()
     domains: tuple[str, ...] = ()
     parameter_names: tuple[str, ...] = ()
     original_name: str = ""
+    title: str = ""
+    # One (field words, what the schema says of it, enum values) per field, nested ones included.
+    parameters: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        description: str,
+        schema=None,
+        *,
+        title: str = "",
+        annotations=None,
+        aliases=(),
+        domains=(),
+        original_name: str = "",
+    ) -> "ToolDocument":
+        """A tool's document: its name, title (or the MCP annotations' title), description and schema's fields."""
+        schema = schema if isinstance(schema, dict) else {}
+        properties = schema.get("properties")
+        if not title and isinstance(annotations, dict) and isinstance(annotations.get("title"), str):
+            title = annotations["title"]
+        return cls(
+            name=name,
+            description=description or "",
+            aliases=tuple(aliases or ()),
+            domains=tuple(domains or ()),
+            parameter_names=tuple(str(p) for p in properties) if isinstance(properties, dict) else (),
+            original_name=original_name or name,
+            title=(title or "").strip(),
+            parameters=parameter_phrases(schema),
+        )
+
+
+def parameter_phrases(schema) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """(field words, description, enum values) for each field a JSON Schema declares, nested objects and array items
+    included (at most MAX_SCHEMA_DEPTH deep, MAX_PARAMETER_PHRASES fields); anything malformed is skipped, never an
+    error (a catalog is user input)."""
+    found: list[tuple[str, str, tuple[str, ...]]] = []
+
+    def walk(node, depth: int) -> None:
+        if not isinstance(node, dict) or depth > MAX_SCHEMA_DEPTH:
+            return
+        properties = node.get("properties")
+        if isinstance(properties, dict):
+            for field_name, field in properties.items():
+                if len(found) >= MAX_PARAMETER_PHRASES:
+                    return
+                if not isinstance(field, dict):
+                    field = {}
+                said = field.get("description") or field.get("title") or ""
+                found.append((name_words(str(field_name)), str(said)[:MAX_PHRASE_CHARS].strip(), _enum_values(field)))
+                walk(field, depth + 1)
+        for key in ("items", "additionalProperties"):
+            walk(node.get(key), depth + 1)
+        for key in ("anyOf", "oneOf", "allOf"):
+            choices = node.get(key)
+            if isinstance(choices, list):
+                for choice in choices[:MAX_PARAMETER_PHRASES]:
+                    walk(choice, depth + 1)
+
+    walk(schema, 0)
+    return tuple(found)
+
+
+def _enum_values(field: dict) -> tuple[str, ...]:
+    values = field.get("enum")
+    if not isinstance(values, list):
+        values = field.get("items", {}).get("enum") if isinstance(field.get("items"), dict) else None
+    if not isinstance(values, list):
+        values = [field["const"]] if "const" in field else []
+    return tuple(str(v)[:MAX_PHRASE_CHARS] for v in values[:LEXICAL_ENUM_VALUES] if v is not None and str(v).strip())
 
 
 @dataclass(frozen=True)
@@ -124,20 +217,43 @@ def words(text: str) -> list[str]:
 
 
 def dense_text(document: ToolDocument) -> str:
-    """The text the dense model embeds for a tool (its sha256 keys the stored vector)."""
-    text = f"{name_words(document.name)}: {document.description.strip()}"
+    """The text the dense model embeds for a tool (its sha256 keys the stored vector): name, title, description,
+    aliases, then each field with what the schema says of it (the first DENSE_ENUM_VALUES enum values)."""
+    head = name_words(document.name)
+    if document.title and document.title.lower() != head:
+        head += f" ({document.title})"
+    text = f"{head}: {document.description.strip()}"
     if document.aliases:
         text += " Also called: " + ", ".join(document.aliases) + "."
-    if document.parameter_names:
+    if document.parameters:
+        text += " Parameters: " + "; ".join(_phrase(p, DENSE_ENUM_VALUES) for p in document.parameters) + "."
+    elif document.parameter_names:
         text += " Parameters: " + " ".join(name_words(p) for p in document.parameter_names) + "."
     return text
 
 
+def _phrase(parameter: tuple[str, str, tuple[str, ...]], enum_values: int) -> str:
+    field, said, values = parameter
+    phrase = f"{field} ({said.rstrip('.')})" if said else field
+    if values:
+        phrase += " one of " + ", ".join(values[:enum_values])
+    return phrase
+
+
+def full_text(document: ToolDocument) -> str:
+    """Everything a tool says, for lexical search: name, title, description, aliases, domains, every field's words,
+    description and enum values."""
+    parts = [name_words(document.name), document.title, document.description, *document.aliases, *document.domains]
+    if document.parameters:
+        parts += [_phrase(p, LEXICAL_ENUM_VALUES) for p in document.parameters]
+    else:
+        parts += [name_words(p) for p in document.parameter_names]
+    return " ".join(part for part in parts if part)
+
+
 def lexical_tokens(document: ToolDocument) -> list[str]:
-    """BM25 tokens: name words (counted twice: names are dense in meaning), description, aliases, domains, params."""
-    parts = [name_words(document.name)] * 2 + [document.description, *document.aliases, *document.domains]
-    parts += [name_words(p) for p in document.parameter_names]
-    return [w for w in words(" ".join(parts)) if w not in STOPWORDS]
+    """BM25 tokens: the name's words once more (names are dense in meaning) and the tool's full text."""
+    return [w for w in words(name_words(document.name) + " " + full_text(document)) if w not in STOPWORDS]
 
 
 def query_tokens(query: str) -> list[str]:

@@ -6,7 +6,8 @@ it runs here on numpy with the package's own files: the safetensors weights (flo
 tokenizer.json, read by the `tokenizers` library (the tokenizer transformers' fast BERT tokenizer is). Tool
 search needs neither torch nor transformers: a process that loads the model no longer imports them (~3 s of
 CPU at every server and worker start; the install is ~750 MB smaller). The vectors are the model's: the
-torch implementation's, recorded once (tests/data/minilm_reference.npz), agree to 1e-5 (tests/test_minilm.py).
+torch implementation's, recorded once (tests/data/minilm_reference.npz), agree to 1e-5
+(tests/catalog/search/test_minilm.py).
 """
 
 import json

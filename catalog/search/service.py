@@ -134,7 +134,7 @@ def build_catalog_index(*, dense: bool, model: str | None = None) -> ToolSearchI
     tools = list(
         Tool.objects.filter(enabled=True, policy__status=ToolPolicy.Status.ACTIVE)
         .select_related("policy")
-        .only("name", "description", "input_schema", "policy__aliases")
+        .only("name", "description", "input_schema", "title", "annotations", "policy__aliases")
         .order_by("name")
     )
     domains = policy_domains(ToolPolicy.objects.filter(status=ToolPolicy.Status.ACTIVE, tool__enabled=True))
@@ -185,12 +185,14 @@ def policy_domains(policies) -> dict[int, tuple[str, ...]]:
 
 
 def tool_document(tool: Tool, *, domains: tuple[str, ...]) -> ToolDocument:
-    return ToolDocument(
-        name=tool.name,
-        description=tool.description,
-        aliases=tuple(tool.policy.aliases or ()),
+    return ToolDocument.of(
+        tool.name,
+        tool.description,
+        tool.input_schema,
+        title=tool.title,
+        annotations=tool.annotations,
+        aliases=tool.policy.aliases or (),
         domains=domains,
-        parameter_names=tuple((tool.input_schema or {}).get("properties") or ()),
     )
 
 

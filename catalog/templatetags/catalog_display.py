@@ -2,6 +2,8 @@
 
 from django import template
 
+from catalog.models import ToolPolicy
+
 register = template.Library()
 
 
@@ -26,3 +28,18 @@ def signed(value: int) -> str:
 @register.filter
 def negated(value: int) -> int:
     return -value
+
+
+@register.filter
+def policy_status(value) -> str:
+    """A policy status as people read it: its choice's label ("rejected" is shown as "denied")."""
+    try:
+        return ToolPolicy.Status(value).label
+    except ValueError:
+        return str(value)
+
+
+@register.filter
+def shown_as(value, field: str) -> str:
+    """A snapshot value of `field` as text (`shown`), the status by its label."""
+    return policy_status(value) if field == "status" and value is not None else shown(value)

@@ -7,7 +7,16 @@ Saving goes through catalog.policies.versions (new PolicyVersion) and catalog.kn
 from django import forms
 
 from catalog.knowledge.registry import REVISABLE
-from catalog.models import Domain, KnowledgeSnippet, Operation, Risk, Tool, ToolExample, ToolPolicy
+from catalog.models import (
+    READ_ONLY_OPERATIONS,
+    Domain,
+    KnowledgeSnippet,
+    Operation,
+    Risk,
+    Tool,
+    ToolExample,
+    ToolPolicy,
+)
 from catalog.policies.bundle import HIGH_RISKS
 from catalog.policies.versions import snapshot
 
@@ -25,10 +34,33 @@ class CommaListField(forms.CharField):
         return ", ".join(value) if isinstance(value, list | tuple) else value
 
 
+def routing_warning(draft: dict) -> str:
+    """Why routing would never offer a tool under this policy, though it saves: an active write (create, update,
+    delete, execute) policy outside any workflow and with no domain matches no request (a write request is
+    matched to tools by its domains: catalog.policies.bundle.denial_reason). "" when there is nothing to warn of."""
+    if draft["status"] != ToolPolicy.Status.ACTIVE or draft["operation"] in READ_ONLY_OPERATIONS:
+        return ""
+    if draft["workflow_phases"] or draft["domains"]:
+        return ""
+    return (
+        f"This {draft['operation']} policy has no domain: routing never offers the tool, since a "
+        f"{draft['operation']} request reaches only the tools of its domains. Add a domain (or a workflow phase)."
+    )
+
+
+class AlwaysLoadForm(forms.Form):
+    """Whether a tool's schema is always loaded into the model's prompt (never deferred behind tool_search)."""
+
+    always_load = forms.BooleanField(required=False)
+
+
 class PolicyForm(forms.Form):
     """A draft of a tool's policy. `note` is required to save, not to simulate."""
 
-    status = forms.ChoiceField(choices=ToolPolicy.Status.choices)
+    status = forms.ChoiceField(
+        choices=ToolPolicy.Status.choices, help_text="Only an active policy lets routing offer the tool; draft and "
+        "denied refuse it everywhere."
+    )  # fmt: skip
     operation = forms.ChoiceField(choices=Operation.choices)
     risk = forms.ChoiceField(choices=Risk.choices)
     domains = forms.ModelMultipleChoiceField(

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import converters, mcp_views, views  # noqa: F401  (converters registers <tool:...>)
+from . import converters, mcp_views, policy_views, views  # noqa: F401  (converters registers <tool:...>)
 
 urlpatterns = [
     path("catalog/", views.catalog_list, name="catalog"),
@@ -8,10 +8,12 @@ urlpatterns = [
     path("catalog/<tool:name>/examples/", views.tool_example_add, name="tool-example-add"),
     path("catalog/<tool:name>/examples/<int:pk>/", views.tool_example_edit, name="tool-example-edit"),
     path("catalog/<tool:name>/examples/<int:pk>/delete/", views.tool_example_delete, name="tool-example-delete"),
-    path("policies/", views.policy_list, name="policies"),
-    path("policies/<tool:name>/", views.policy_detail, name="policy-detail"),
-    path("policies/<tool:name>/simulate", views.policy_simulation, name="policy-simulate"),
-    path("policies/<tool:name>/rollback/<int:number>/", views.policy_rollback, name="policy-rollback"),
+    path("policies/", policy_views.policy_list, name="policies"),
+    path("policies/<tool:name>/", policy_views.policy_detail, name="policy-detail"),
+    path("policies/<tool:name>/simulate", policy_views.policy_simulation, name="policy-simulate"),
+    path("policies/<tool:name>/rollback/<int:number>/", policy_views.policy_rollback, name="policy-rollback"),
+    path("policies/<tool:name>/changes/<int:pk>/", policy_views.policy_change_decide, name="policy-change-decide"),
+    path("policies/<tool:name>/always-load", policy_views.policy_always_load, name="policy-always-load"),
     path("knowledge/", views.knowledge_list, name="knowledge"),
     path("knowledge/export.csv", views.knowledge_export, name="knowledge-export"),
     path("knowledge/<slug:key>/", views.knowledge_detail, name="knowledge-detail"),

@@ -1,4 +1,4 @@
-"""Dashboard pages of the catalog (tool examples included), the policy editor and the knowledge review queue.
+"""Dashboard pages of the catalog (tool examples included) and the knowledge review queue (policies: policy_views.py).
 
 Every view needs a login (anonymous -> /login/) and a view permission; every
 write needs the change permission (403 otherwise, whatever the method or
@@ -28,36 +28,22 @@ from catalog.knowledge.registry import (
     undo_review,
 )
 from catalog.knowledge.selectors import snippet_owners, snippets_for_review
-from catalog.models import KnowledgeSnippet, Tool, ToolExample, ToolPolicy
-from catalog.policies.decision import current_catalog
+from catalog.models import KnowledgeSnippet, Tool, ToolExample
 from catalog.policies.deferral import is_deferred
 from catalog.policies.selectors import catalog_schema_tokens, search_tools, tools_needing_policy
-from catalog.policies.versions import (
-    PolicyConflict,
-    recent_replays,
-    rollback_policy,
-    save_policy_draft,
-    simulate_policy,
-    snapshot,
-    snapshot_changes,
-    summarize_simulation,
-    version_history,
-)
 from catalog.search.tool_examples import ExampleRefused, add_example, edit_example
 
-from .forms import PolicyForm, SnippetFilterForm, SnippetForm, ToolExampleForm, ToolFilterForm
+from .forms import SnippetFilterForm, SnippetForm, ToolExampleForm, ToolFilterForm
 
 VIEW_TOOL = "catalog.view_tool"
-VIEW_POLICY = "catalog.view_toolpolicy"
-EDIT_POLICY = "catalog.change_toolpolicy"
 VIEW_SNIPPET = "catalog.view_knowledgesnippet"
 EDIT_SNIPPET = "catalog.change_knowledgesnippet"
 UNDO_SESSION_KEY = "knowledge_review_feedback"  # the feedback (with its Undo) a review without htmx redirects to
 UNDO_SECONDS = 15 * 60  # how long the Undo of a review stays valid
-DEFAULT_REPLAY = 20  # logged requests a policy simulation replays unless the form asks for another number
 
 
-def _tool_list_context(request) -> dict:
+def tool_list_context(request) -> dict:
+    """The filtered tool rows of the catalog and policies pages."""
     form = ToolFilterForm(request.GET or None)
     tools = search_tools(**form.filters())
     return {
@@ -71,7 +57,7 @@ def _tool_list_context(request) -> dict:
 @permission_required(VIEW_TOOL, raise_exception=True)
 @require_safe
 def catalog_list(request):
-    context = _tool_list_context(request) | {
+    context = tool_list_context(request) | {
         "needs_policy": tools_needing_policy().select_related("policy"),
         "catalog_tokens": catalog_schema_tokens(),
         "token_cap": settings.TOOLHUB_MAX_TOOL_SCHEMA_TOKENS,
@@ -99,100 +85,6 @@ def tool_page_context(request, tool, **examples) -> dict:
         "definition": json.dumps(tool.function_definition(), indent=2, ensure_ascii=False),
     }
     return context | examples_context(request, tool, **examples)
-
-
-# Policies
-
-
-@login_required
-@permission_required(VIEW_POLICY, raise_exception=True)
-@require_safe
-def policy_list(request):
-    context = _tool_list_context(request) | {"can_edit": request.user.has_perm(EDIT_POLICY)}
-    template = "catalog/policies.html#policy-table" if request.htmx else "catalog/policies.html"
-    return render(request, template, context)
-
-
-@login_required
-@permission_required(VIEW_POLICY, raise_exception=True)
-@require_http_methods(["GET", "POST"])
-def policy_detail(request, name):
-    """The policy, its editor (for editors) and its history. POST saves a new version."""
-    tool = get_object_or_404(Tool.objects.select_related("policy"), name=name)
-    policy = getattr(tool, "policy", None)
-    can_edit = request.user.has_perm(EDIT_POLICY)
-    form = None
-    if request.method == "POST":
-        if not can_edit:
-            raise PermissionDenied
-        form = PolicyForm(request.POST, policy=policy)
-        if form.is_valid():
-            try:
-                version = save_policy_draft(
-                    tool,
-                    draft=form.draft(),
-                    author=request.user,
-                    note=form.cleaned_data["note"],
-                    base_version=form.cleaned_data["base_version"],
-                )
-            except PolicyConflict as conflict:
-                form.add_error(None, str(conflict))
-            else:
-                messages.success(request, f"Saved version {version.number} of {tool.name}'s policy; it is active.")
-                return redirect("policy-detail", name=tool.name)
-    elif can_edit:
-        form = PolicyForm(policy=policy)
-    context = {
-        "tool": tool,
-        "policy": policy,
-        "form": form,
-        "can_edit": can_edit,
-        "history": version_history(policy) if policy is not None else [],
-    }
-    return render(request, "catalog/policy_detail.html", context)
-
-
-@login_required
-@permission_required(EDIT_POLICY, raise_exception=True)
-@require_POST
-def policy_simulation(request, name: str):
-    """Replay the last N logged requests (their decisions and the tools they called) under the posted draft policy;
-    returns the policy page's simulation part."""
-    tool = get_object_or_404(Tool.objects.select_related("policy"), name=name)
-    form = PolicyForm(request.POST, policy=getattr(tool, "policy", None), for_simulation=True)
-    context = {"tool": tool, "sim_form": form}
-    if form.is_valid():
-        count = form.cleaned_data["replay"] or DEFAULT_REPLAY
-        replays = recent_replays(count)
-        results = simulate_policy(tool.name, form.draft(), replays, catalog=current_catalog())
-        context |= {
-            "rows": list(zip(replays, results, strict=True)),
-            "summary": summarize_simulation(results),
-            "draft_changes": snapshot_changes(form.current, form.draft()),
-        }
-    template = "catalog/policy_detail.html#simulation" if request.htmx else "catalog/policy_simulation.html"
-    return render(request, template, context)
-
-
-@login_required
-@permission_required(EDIT_POLICY, raise_exception=True)
-@require_http_methods(["GET", "POST"])
-def policy_rollback(request, name, number):
-    """GET: confirm (what would change); POST: move the active pointer to version `number`."""
-    policy = get_object_or_404(ToolPolicy.objects.select_related("tool"), tool__name=name)
-    version = get_object_or_404(policy.versions, number=number)
-    if request.method == "POST":
-        rollback_policy(policy, number=version.number, user=request.user)
-        messages.success(request, f"Version {version.number} is active again.")
-        return redirect("policy-detail", name=name)
-    context = {
-        "tool": policy.tool,
-        "policy": policy,
-        "version": version,
-        "changes": snapshot_changes(snapshot(policy), version.snapshot),
-    }
-    template = "catalog/policy_rollback.html#confirm" if request.htmx else "catalog/policy_rollback.html"
-    return render(request, template, context)
 
 
 # Knowledge

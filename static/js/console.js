@@ -1,5 +1,6 @@
-// toolhub console, overview, routing log, workflows and knowledge pages: live-connection state, J/K row keys,
-// and swapping 409 and 400 answers (a closed approval, a stale workflow version, a stale undo) so their message shows.
+// toolhub console, overview, approvals, routing log, workflows and knowledge pages: live-connection state, J/K row
+// keys, approval countdowns, and swapping 409 and 400 answers (a closed approval, a stale workflow version, a stale
+// undo) so their message shows.
 (function () {
   "use strict";
 
@@ -54,6 +55,32 @@
       evt.detail.shouldSwap = true;
       evt.detail.isError = false;
     }
+  });
+
+  // An approval's countdown to its deadline ([data-countdown], an ISO time the server rendered): "in 4 min 12 s".
+  function countdownText(ms) {
+    if (ms <= 0) return "deadline passed";
+    var seconds = Math.round(ms / 1000), minutes = Math.floor(seconds / 60);
+    return "in " + (minutes ? minutes + " min " : "") + (seconds % 60) + " s";
+  }
+  function tickCountdowns() {
+    var now = Date.now();
+    document.querySelectorAll("[data-countdown]").forEach(function (el) {
+      var at = Date.parse(el.dataset.countdown);
+      if (!isNaN(at)) el.textContent = countdownText(at - now);
+    });
+  }
+  window.setInterval(tickCountdowns, 1000);
+  document.addEventListener("DOMContentLoaded", tickCountdowns);
+
+  // A polled region ([data-keep-while-used], the approvals inbox) is not refreshed while the keyboard is inside it
+  // or a field in it holds text, so a refresh never takes the focus or a half-typed deny reason away.
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var region = evt.detail.elt;
+    if (!region || !region.hasAttribute || !region.hasAttribute("data-keep-while-used")) return;
+    var inUse = region.contains(document.activeElement) && document.activeElement !== region;
+    var typed = Array.prototype.some.call(region.querySelectorAll("input[type=text]"), function (input) { return input.value; });
+    if (inUse || typed) evt.preventDefault();
   });
 
   // J / K move between the rows of the page's list ([data-rows] > [data-row]); Enter opens the focused row's link.

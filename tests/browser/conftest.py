@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import restore_migrated_routing_data
-from tests.servers import ROOT, celery_worker, daphne, database_env
+from tests.support.builders import restore_migrated_routing_data
+from tests.support.servers import ROOT, celery_worker, daphne, database_env
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -54,12 +54,12 @@ class BrowserStack:
 def load_stack_data(data_dir: Path) -> None:
     """What `make run` sets up, with one user per role instead of a printed login.
 
-    The demo part is the module's first load, then copied (tests/demo_snapshot.py: ~3 s a test less); the users
+    The demo part is the module's first load, then copied (tests/support/demo_snapshot.py: ~3 s a test less); the users
     are made in each test (the role groups take the permissions of this database state) with one password hash.
     """
     from django.contrib.auth import get_user_model
 
-    from tests.demo_snapshot import replayed
+    from tests.support.demo_snapshot import replayed
     from toolhub.roles import ensure_groups
 
     replayed("browser-stack", lambda: _load_demo(data_dir), str(data_dir))

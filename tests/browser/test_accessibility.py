@@ -37,12 +37,15 @@ NOT_PAGES = {
     "mcp-server-sync": "POST only (its button is on the server's page)",
     "mcp-server-progress": "an htmx fragment of the server's page",
     "workflow-cancel": "POST only (its button is on /workflows/)",
+    "policy-change-decide": "POST only (its buttons are on the policy's page and /approvals/)",
+    "policy-always-load": "POST only (its form is on the policy's page)",
     "api-chat-completions": "the JSON/SSE API",
     "api-openapi": "the JSON API",
     "api-models": "the JSON API",
     "api-model": "the JSON API",
     "api-approval": "the JSON API",
-    "approval-decide": "POST only (its buttons are on the conversation's page)",
+    "metrics": "Prometheus text for a scraper, behind a bearer token",
+    "approval-decide": "POST only (its buttons are on the conversation's page and /approvals/)",
     "turn-cancel": "POST only (its button is on the conversation's page)",
 }
 # Opens every disclosure (so what it hides is checked too), runs axe, keeps the serious and critical violations.
@@ -54,10 +57,10 @@ RUN_AXE = """async () => {
   }));
 }"""
 PAGE_NAMES = (
-    "overview", "console", "console-conversation", "turn-search", "tool-activity", "routing", "routing-detail",
-    "workflows", "catalog", "tool-detail", "policies", "policy-detail", "policy-simulate", "policy-rollback",
-    "knowledge", "knowledge-review", "knowledge-detail", "mcp-servers", "mcp-server-detail", "mcp-server-add",
-    "mcp-server-edit",
+    "overview", "console", "console-conversation", "approvals", "turn-search", "tool-activity", "routing",
+    "routing-detail", "workflows", "catalog", "tool-detail", "policies", "policy-detail", "policy-simulate",
+    "policy-rollback", "knowledge", "knowledge-review", "knowledge-detail", "mcp-servers", "mcp-server-detail",
+    "mcp-server-add", "mcp-server-edit",
 )  # fmt: skip
 
 
@@ -125,6 +128,7 @@ def build_pages(page, ask_in_console) -> dict[str, str]:
         "console": "/console/",
         "console-conversation": decided,
         "console-conversation (approval pending)": page.url,
+        "approvals": "/approvals/",  # the turn above waits: its card with Approve, Deny and a reason
         "turn-search": "/console/search/?q=15&tool=calculate",
         "tool-activity": "/console/tools/calculate/",
         "routing": "/routing/",
@@ -233,7 +237,7 @@ def test_tab_reaches_every_control_of_a_conversation_and_of_the_policy_editor(
     page.get_by_role("button", name="Approve").wait_for()
     page.locator("details").evaluate_all("(all) => all.forEach((el) => { el.open = true; })")
     names = [stop["name"] for stop in tab_through(page)]
-    # Send is off while the turn waits (README "Pages"); everything enabled is reached.
+    # Send is off while the turn waits (docs/pages.md); everything enabled is reached.
     for action in ("Skip to content", "Console", "Log out", "Approve", "Deny", "Message"):
         assert action in names, (action, names)
     assert any(name.startswith("Cancel turn") for name in names), names

@@ -281,6 +281,10 @@ def test_a_builtin_model_turn_calls_a_loyalty_mcp_tool_and_the_console_shows_its
     ask_in_console(page, "How many points does member mem_an000001 have?")
     turn = Turn.objects.get()
     page.locator(f"#turn-{turn.id} .status-done").wait_for()
+    # The head is rendered with the page, and live events update its status but not the model a worker records
+    # when it claims the turn: a page loaded before the claim names the model after a reload (a live update of it
+    # is open work; the race made this check fail on a loaded host).
+    page.reload()
     assert "builtin (offline, rule-based)" in page.locator(f"#turn-{turn.id} .turn-head").inner_text()
     call = page.locator(f"#turn-{turn.id}-events .event-tool_call", has_text="get_member_balance")
     expect(call).to_contain_text('→ get_member_balance({"member_id": "mem_an000001"})')
@@ -293,24 +297,35 @@ def test_a_builtin_model_turn_calls_a_loyalty_mcp_tool_and_the_console_shows_its
 
 
 def test_a_builtin_model_turn_reaches_the_approval_of_a_loyalty_transfer_which_the_operator_approves(
-    browser_stack, page, log_in, screenshot, ask_in_console
+    browser_stack, new_page, log_in, screenshot, ask_in_console
 ):
+    """Four eyes (high risk): the operator who asked sees Deny and "needs another operator"; a second operator,
+    in a browser of their own, approves, and the first operator's page shows it live."""
+    page = new_page()
     log_in(page, "operator")
     ask_in_console(page, "Transfer 100 points from mem_lan00001 to mem_minh0001 as a family gift")
     turn = Turn.objects.get()
     approval = page.locator(f"#turn-{turn.id} .approval")
-    approve = approval.get_by_role("button", name="Approve")
-    approve.wait_for()
+    approval.get_by_role("button", name="Deny").wait_for()
     expect(page.locator(f"#turn-{turn.id}-status")).to_have_text("waiting")
     expect(approval).to_contain_text("transfer_points")
     for argument in ('"from_member_id": "mem_lan00001"', '"to_member_id": "mem_minh0001"', '"points": 100'):
         expect(approval).to_contain_text(argument)  # in the schema's order, which a jsonb column does not keep
     expect(approval).to_contain_text("risk high")
+    expect(approval).to_contain_text("Needs another operator")
+    assert not approval.get_by_role("button", name="Approve").count()  # not for a call of their own turn
     assert not page.locator(f"#turn-{turn.id}-events .event-tool_result").count()  # nothing ran before the approval
     page.evaluate("window.__notReloaded = true")
     screenshot(page, "console-loyalty-approval-1280")
 
-    approve.click()
+    operator = get_user_model().objects.get(username="operator")
+    second = get_user_model().objects.create(username="second", password=operator.password)  # the same password
+    second.groups.set(operator.groups.all())
+    other = new_page()
+    log_in(other, "second")
+    open_live(other, f"/console/{turn.conversation_id}/")
+    other.locator(f"#turn-{turn.id} .approval").get_by_role("button", name="Approve").click()
+
     page.locator(f"#turn-{turn.id} .status-done").wait_for()
     expect(approval.first).to_contain_text("approved")
     result = page.locator(f"#turn-{turn.id}-events .event-tool_result", has_text="← transfer_points")
@@ -322,7 +337,7 @@ def test_a_builtin_model_turn_reaches_the_approval_of_a_loyalty_transfer_which_t
     screenshot(page, "console-loyalty-approved-1280")
     turn.refresh_from_db()
     assert turn.status == Turn.Status.DONE
-    assert turn.approvals.get().decided_by.username == "operator"
+    assert turn.approvals.get().decided_by.username == "second"
 
 
 def test_an_operator_cancels_a_turn_waiting_for_an_approval_and_it_ends_cancelled_live(page, log_in, ask_in_console):

@@ -50,7 +50,7 @@ def test_operator_denies_a_tool_after_simulating_and_sees_the_new_version(page, 
     expect(newest).to_contain_text("v2")
     expect(newest).to_contain_text("active")
     expect(newest).to_contain_text("deny dns_lookup in the browser test")
-    expect(newest.locator("td.ins")).to_have_text("rejected")
+    expect(newest.locator("td.ins")).to_have_text("denied")  # the status rejected, labelled as it acts
     policy.refresh_from_db()
     assert (policy.status, policy.version) == ("rejected", 2)
     assert policy.versions.get(number=2).author.username == "operator"

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import openai
 import pytest
 
-from tests.servers import ROOT, daphne, embedded_env, manage
+from tests.support.servers import ROOT, daphne, embedded_env, manage
 
 pytestmark = pytest.mark.integration
 
@@ -143,8 +143,8 @@ def test_web_search_reaches_a_searxng_server_and_the_answer_cites_it(tmp_path_fa
 
 
 def readme_blocks(language: str) -> list[str]:
-    readme = (ROOT / "README.md").read_text()
-    return re.findall(rf"```{language}\n(.*?)```", readme, flags=re.S)
+    docs = (ROOT / "README.md").read_text() + (ROOT / "docs" / "api.md").read_text()
+    return re.findall(rf"```{language}\n(.*?)```", docs, flags=re.S)
 
 
 def test_the_readme_api_examples_work_as_printed(api):

@@ -1,7 +1,7 @@
 """The official openai SDK against a live Daphne: client tools (plain, streaming, parallel, tool_choice) and errors.
 
 Two servers on one embedded data dir: one with the builtin offline model, one whose model is a scripted
-OpenAI-compatible server in this process (tests/scripted_openai.py), so each test says what the model does.
+OpenAI-compatible server in this process (tests/support/scripted_openai.py), so each test says what the model does.
 """
 
 import json
@@ -11,8 +11,8 @@ import urllib.request
 import openai
 import pytest
 
-from tests.scripted_openai import ScriptedOpenAI
-from tests.servers import daphne, embedded_env, free_port, manage
+from tests.support.scripted_openai import ScriptedOpenAI
+from tests.support.servers import daphne, embedded_env, free_port, manage
 
 pytestmark = pytest.mark.integration
 

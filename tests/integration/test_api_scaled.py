@@ -7,8 +7,8 @@ from agents.access.api_keys import create_api_key
 from agents.console.metrics import routing_metrics
 from agents.models import RoutingLog, Turn
 from demo.catalog import load_demo_catalog
-from tests.builders import make_user
-from tests.servers import celery_worker, daphne, database_env
+from tests.support.builders import make_user
+from tests.support.servers import celery_worker, daphne, database_env
 from toolhub.celery import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -5,7 +5,7 @@ import os
 import pytest
 from django.conf import settings
 
-from tests.servers import celery_worker
+from tests.support.servers import celery_worker
 from toolhub.celery import app
 
 pytestmark = pytest.mark.integration

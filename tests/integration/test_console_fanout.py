@@ -12,9 +12,9 @@ from django.test import Client
 from agents.models import Conversation, TurnEvent
 from agents.turns.events import CONSOLE_GROUP, emit
 from agents.turns.start import create_turn
-from tests.builders import make_user
-from tests.console_socket import open_socket
-from tests.servers import daphne, database_env
+from tests.support.builders import make_user
+from tests.support.console_socket import open_socket
+from tests.support.servers import daphne, database_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 SOCKETS_PER_PROCESS = 3

@@ -20,8 +20,8 @@ import pytest
 from django.db import connection
 
 from agents.access.api_keys import create_api_key
-from tests.builders import make_user
-from tests.servers import daphne, database_env
+from tests.support.builders import make_user
+from tests.support.servers import daphne, database_env
 from toolhub.celery import app as toolhub_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

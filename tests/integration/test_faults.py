@@ -15,10 +15,10 @@ from celery import Celery
 
 from agents.access.api_keys import create_api_key
 from agents.models import ModelProfile, Turn, TurnEvent
-from tests.builders import make_user, restore_migrated_routing_data
-from tests.scripted_openai import ScriptedOpenAI
-from tests.servers import celery_worker, daphne, database_env, free_port, output_of, redis_server
-from tests.streams import QUESTION, Stream, ended_once, no_event_twice, wait_until
+from tests.support.builders import make_user, restore_migrated_routing_data
+from tests.support.scripted_openai import ScriptedOpenAI
+from tests.support.servers import celery_worker, daphne, database_env, free_port, output_of, redis_server
+from tests.support.streams import QUESTION, Stream, ended_once, no_event_twice, wait_until
 from toolhub.celery import app as toolhub_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -185,3 +185,57 @@ def test_a_redis_restart_mid_turn_leaves_the_worker_serving_and_the_turn_ends_wi
     assert after.frames[-1] == "[DONE]" and not after.errors and after.text == "The answer."
     ended_once(second)
     assert second.status == Turn.Status.DONE
+
+
+# --- Redis down when a request arrives ---------------------------------------------------------------------
+
+
+def test_redis_down_at_submit_ends_the_stream_and_answers_503_then_the_next_request_succeeds(api_key):
+    with ScriptedOpenAI() as model, redis_server() as redis, ExitStack() as stack:
+        model.steps = [{"content": "The answer."}] * 2
+        env = database_env(REDIS_URL=redis.url, TOOLHUB_MODEL_BASE_URL=model.base_url, TOOLHUB_BROKER_WAIT="3", **FAST)
+        broker = Celery("faults", broker=redis.url, backend=redis.url)
+        stack.enter_context(celery_worker(env, broker))
+        base = stack.enter_context(daphne(env))
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key=api_key, max_retries=0, timeout=60)
+        redis.stop()
+        started = time.monotonic()
+        stream = Stream(base, api_key)
+        stream.read_all()
+        stream_seconds = time.monotonic() - started
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.chat.completions.create(model="toolhub", messages=[{"role": "user", "content": QUESTION}])
+        redis.start()
+        after = Stream(base, api_key, "hello again")
+        after.read_all()
+
+    print(f"Redis down at submit: the stream ended {stream_seconds:.1f} s after the request")
+    assert stream.frames[-1] == "[DONE]" and stream_seconds < 10
+    assert [error["code"] for error in stream.errors] == ["broker_unavailable"]
+    assert refused.value.status_code == 503 and refused.value.response.headers["Retry-After"] == "5"
+    assert refused.value.body["code"] == "broker_unavailable"
+    assert after.frames[-1] == "[DONE]" and not after.errors and after.text == "The answer."
+    first, second, third = Turn.objects.order_by("id")
+    assert [ended_once(turn)[-2] for turn in (first, second)] == [TurnEvent.Type.ERROR] * 2
+    ended_once(third)
+    assert third.status == Turn.Status.DONE
+
+
+def test_a_queued_task_lost_with_a_redis_restart_is_sent_again_and_the_turn_answers(api_key):
+    with ScriptedOpenAI() as model, redis_server() as redis, ExitStack() as stack:
+        model.steps = [{"content": "The answer."}]
+        env = database_env(REDIS_URL=redis.url, TOOLHUB_MODEL_BASE_URL=model.base_url, **FAST)
+        base = stack.enter_context(daphne(env))
+        stream = Stream(base, api_key)  # no worker yet: the task waits in Redis
+        wait_until(lambda: Turn.objects.filter(published_at__isnull=False).exists(), 30, "the task sent")
+        redis.restart()  # no persistence: the queued task is gone
+        stack.enter_context(celery_worker(env, Celery("faults", broker=redis.url, backend=redis.url)))
+        started = time.monotonic()
+        stream.read_all()
+        seconds = time.monotonic() - started
+
+    print(f"a task lost in a Redis restart: answered {seconds:.1f} s after the worker started")
+    assert stream.frames[-1] == "[DONE]" and not stream.errors and stream.text == "The answer."
+    (turn,) = Turn.objects.all()
+    ended_once(turn)
+    assert turn.status == Turn.Status.DONE and seconds < LEASE + SLACK + 30

@@ -1,4 +1,4 @@
-"""The production layout (README "Production layout") started from its shipped files, then broken on purpose.
+"""The production layout (docs/operations/production.md) started from its shipped files, then broken on purpose.
 
 deploy/Procfile's processes (two Daphne, two Celery workers, beat, HAProxy with deploy/haproxy.cfg), started at
 once after the release step's collectstatic (the test database is migrated already), configured by
@@ -23,11 +23,11 @@ from honcho.environ import parse
 
 from agents.access.api_keys import create_api_key
 from agents.models import Turn, TurnEvent
-from tests.builders import make_user, restore_migrated_routing_data
-from tests.console_socket import ConsoleSocket, open_socket
-from tests.scripted_openai import ScriptedOpenAI
-from tests.servers import ROOT, Layout, database_env, free_port, manage, wait_for_port
-from tests.streams import Stream, ended_once, no_event_twice, wait_until
+from tests.support.builders import make_user, restore_migrated_routing_data
+from tests.support.console_socket import ConsoleSocket, open_socket
+from tests.support.scripted_openai import ScriptedOpenAI
+from tests.support.servers import ROOT, Layout, database_env, free_port, manage, wait_for_port
+from tests.support.streams import Stream, ended_once, no_event_twice, wait_until
 from toolhub.celery import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -49,7 +49,7 @@ class RunningLayout(Layout):
         super().__init__(env)
         self.url = f"http://{env['TOOLHUB_BALANCER_BIND']}"
         self.queue = env["TOOLHUB_CELERY_QUEUE"]
-        self.loop = asyncio.new_event_loop()  # the console sockets' (tests/console_socket.py)
+        self.loop = asyncio.new_event_loop()  # the console sockets' (tests/support/console_socket.py)
         threading.Thread(target=self.loop.run_forever, name="layout-sockets", daemon=True).start()
 
     def get(self, path: str, headers: dict | None = None) -> http.client.HTTPResponse:

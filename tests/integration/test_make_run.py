@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from tests.servers import daphne, embedded_env, manage
+from tests.support.servers import daphne, embedded_env, manage
 
 pytestmark = pytest.mark.integration
 

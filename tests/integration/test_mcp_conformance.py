@@ -32,8 +32,8 @@ from agents.access.api_keys import create_api_key
 from catalog.mcp_client import client as mcp_client
 from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer, Tool
-from tests.builders import make_policy, make_user
-from tests.servers import ROOT, daphne, database_env, free_port, start, wait_for_port
+from tests.support.builders import make_policy, make_user
+from tests.support.servers import ROOT, daphne, database_env, free_port, start, wait_for_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

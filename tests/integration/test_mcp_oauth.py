@@ -22,8 +22,8 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from oauth2_provider.models import AccessToken
 
 from demo.catalog import load_demo_catalog
-from tests.builders import make_user
-from tests.servers import daphne, database_env
+from tests.support.builders import make_user
+from tests.support.servers import daphne, database_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

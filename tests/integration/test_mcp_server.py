@@ -20,8 +20,8 @@ from catalog.mcp_client import client as mcp_client
 from catalog.models import McpServer
 from catalog.tasks import sync_mcp_server
 from demo.catalog import load_demo_catalog
-from tests.builders import make_user
-from tests.servers import ROOT, daphne, database_env
+from tests.support.builders import make_user
+from tests.support.servers import ROOT, daphne, database_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -173,7 +173,7 @@ def test_a_viewers_key_lists_tools_but_the_sdk_client_gets_an_error_for_a_call(t
 
 def test_the_readme_mcp_client_example_works_as_printed(toolhub_mcp):
     base, key = toolhub_mcp
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "mcp.md").read_text(), flags=re.S)
     (example,) = [block for block in blocks if "streamable_http_client(" in block and "TOOLHUB_KEY" in block]
 
     code = example.replace("http://127.0.0.1:8000", base)

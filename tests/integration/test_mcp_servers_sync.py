@@ -7,8 +7,8 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from catalog.models import McpServer, Tool
-from tests.builders import make_user
-from tests.servers import celery_worker, daphne, database_env
+from tests.support.builders import make_user
+from tests.support.servers import celery_worker, daphne, database_env
 from toolhub.celery import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -20,7 +20,7 @@ PASSWORD = "a-long-test-password"
 
 def test_sync_button_shows_progress_then_the_counts_and_the_tools_needing_a_policy():
     McpServer.objects.create(
-        name="generated", command=sys.executable, args=["-m", "tests.generated_mcp_server", "--tools", "1000"]
+        name="generated", command=sys.executable, args=["-m", "tests.support.generated_mcp_server", "--tools", "1000"]
     )
     make_user(username="admin", role="admin", password=PASSWORD)
     env = database_env()
@@ -34,7 +34,10 @@ def test_sync_button_shows_progress_then_the_counts_and_the_tools_needing_a_poli
         page.click("button:has-text('Sync')")
 
         progress = page.locator("#sync-progress")
-        expect(progress).to_contain_text(re.compile(r"importing: \d+ of 1000 tools", re.IGNORECASE), timeout=120_000)
+        # The click answers the running fragment at once; which phases a 1 s poll then catches depends on the
+        # host's speed (an import of 1000 tools can finish between two polls), so the counts per phase are
+        # checked on the fragment in tests/catalog/web/test_mcp_servers_page.py, not here.
+        expect(progress).to_contain_text(re.compile(r"Syncing…"), timeout=10_000)
         expect(progress).to_contain_text("Sync done: 1000 imported, 0 changed, 0 disabled", timeout=120_000)
         expect(progress.get_by_role("link", name="catalog")).to_have_attribute("href", "/catalog/")
         expect(progress.get_by_role("link", name="gen_tool_0001")).to_have_attribute("href", "/catalog/gen_tool_0001/")

@@ -1,14 +1,14 @@
 """Real third-party MCP servers through toolhub's /mcp on Daphne, driven by the official MCP SDK client.
 
-`mcp-server-time` (PyPI, pinned in requirements.txt) runs over stdio next to
+`mcp-server-time` (PyPI, pinned in requirements/dev.txt) runs over stdio next to
 the builtin clock tools: its get_current_time clashes with the builtin one and
 is named with the server's prefix. `@modelcontextprotocol/server-everything`
 (npm, pinned in tests/npm/package-lock.json, installed by `make test`) answers
 every kind of content; each answer through toolhub is compared with the same
 call made directly to a second copy of the server. It has no audio tool, so
-audio is covered by tests/test_mcp_content.py's generated server. Its
+audio is covered by tests/agents/turns/test_mcp_content.py's generated server. Its
 resources, resource templates, prompts, completions and progress pass through
-toolhub the same way (tests/test_mcp_resources.py covers the rule in detail),
+toolhub the same way (tests/agents/mcp_gateway/test_mcp_resources.py covers the rule in detail),
 and so do subscriptions to its resources and the updates it sends for them.
 """
 
@@ -32,8 +32,8 @@ from catalog.mcp_client import client as mcp_client
 from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer, Tool
 from demo.catalog import load_demo_catalog
-from tests.builders import make_policy, make_user
-from tests.servers import ROOT, daphne, database_env
+from tests.support.builders import make_policy, make_user
+from tests.support.servers import ROOT, daphne, database_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

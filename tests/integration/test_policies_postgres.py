@@ -4,7 +4,7 @@ import pytest
 
 from catalog.models import PolicyVersion, ToolPolicy
 from catalog.policies.versions import PolicyConflict, save_policy_draft, snapshot
-from tests.builders import at_once, make_policy, make_tool, make_user
+from tests.support.builders import at_once, make_policy, make_tool, make_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

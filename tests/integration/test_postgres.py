@@ -7,7 +7,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agents.models import Conversation, TurnEvent, Workflow
-from tests.builders import make_user
+from tests.support.builders import make_user
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

@@ -7,8 +7,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from agents.models import Conversation, RetentionDay, RetentionRun, Turn, TurnEvent
-from tests.builders import NOW, make_old_turns, make_turn
-from tests.servers import celery_worker, database_env
+from tests.support.builders import NOW, make_old_turns, make_turn
+from tests.support.servers import celery_worker, database_env
 from toolhub.celery import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -25,9 +25,9 @@ from agents.turns.workflows import (
 from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer
 from demo.catalog import load_demo_catalog
-from tests.builders import at_once, restore_migrated_routing_data
-from tests.scripted_openai import ScriptedOpenAI
-from tests.servers import celery_worker, database_env
+from tests.support.builders import at_once, restore_migrated_routing_data
+from tests.support.scripted_openai import ScriptedOpenAI
+from tests.support.servers import celery_worker, database_env
 from toolhub.celery import app
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -20,12 +20,15 @@ from collections.abc import Iterator
 
 from django.conf import settings
 
-from ..base import BUILTIN_LABEL, ModelChunk, ToolCall, TurnHints
-from ..followups import continued_requests
+from agents.providers.base import BUILTIN_LABEL, BUILTIN_MODEL_ID, ModelChunk, ToolCall, TurnHints
+from agents.providers.followups import continued_requests
+from agents.providers.tracing import traced
+
 from .arguments import Filled, Request, client_arguments, fill_arguments  # noqa: F401 (client_arguments: API)
 from .summaries import describe, question_for
 
 LABEL = BUILTIN_LABEL
+PROVIDER_NAME = "toolhub.builtin"  # gen_ai.provider.name of its spans: no vendor's model
 
 
 def _results_of_this_turn(messages: list[dict]) -> list[tuple[str, object]]:
@@ -55,6 +58,13 @@ class BuiltinProvider:
     label = LABEL
 
     def stream(
+        self, messages: list[dict], tools: list[dict], *, hints: TurnHints, tool_choice=None, parallel_tool_calls=None
+    ) -> Iterator[ModelChunk]:
+        return traced(self._stream(messages, tools, hints=hints, tool_choice=tool_choice,
+                                   parallel_tool_calls=parallel_tool_calls),
+                      provider=PROVIDER_NAME, model=BUILTIN_MODEL_ID, messages=messages, tools=tools)  # fmt: skip
+
+    def _stream(
         self, messages: list[dict], tools: list[dict], *, hints: TurnHints, tool_choice=None, parallel_tool_calls=None
     ) -> Iterator[ModelChunk]:
         parameters = {tool["function"]["name"]: tool["function"].get("parameters") or {} for tool in tools}

@@ -25,6 +25,7 @@ from bench.evaluation import (
     load_queries,
     percentile_ms,
     scaled_catalog,
+    search_and_routing_indexes,
     tool_documents,
 )
 from catalog.policies.bundle import build_bundle
@@ -69,17 +70,18 @@ class Command(BaseCommand):
         dense = embeddings.dense_enabled()
         start = time.perf_counter()
         if dense:
-            embeddings.load_model()
+            embeddings.load_model(embeddings.search_model())
+            embeddings.load_model(embeddings.routing_model())
         model_load_seconds = time.perf_counter() - start
         start = time.perf_counter()
-        index = ToolSearchIndex(
-            documents, embedder=embeddings.embed_texts if dense else None, examples=history_examples(history)
-        )
+        # Both indexes a live process holds: the router's (its model) and the search's.
+        index, routing = search_and_routing_indexes(documents, dense=dense, examples=history_examples(history))
         build_seconds = time.perf_counter() - start
         # Example texts are dev queries: a timed request must embed its query, not find it memoised.
         embeddings.forget_memo()
+        self.routing = routing
 
-        steps = self.request_steps(index, bench_context(scaled, index))
+        steps = self.request_steps(index, self.context(scaled, index))
         load_before = os.getloadavg()[0]
         per_step = {name: [] for name in steps}
         per_request, cpu_per_request = [], []
@@ -150,8 +152,8 @@ class Command(BaseCommand):
             return index.search(query, allowed=allowed, limit=limit, use_examples=False).names
 
         contexts = {
-            "steward_cold": bench_context(catalog, index, search=cold),
-            "steward_warm": bench_context(catalog, index),
+            "steward_cold": self.context(catalog, index, search=cold),
+            "steward_warm": self.context(catalog, index),
         }
         wall = {name: [] for name in contexts}
         cpu = {name: [] for name in contexts}
@@ -171,6 +173,10 @@ class Command(BaseCommand):
             }
             for name in contexts
         }
+
+    def context(self, catalog, index, search=None):
+        """The steward's view of the scaled catalog, ranked by the router's index as a live request is."""
+        return bench_context(catalog, index, search, routing=self.routing, routing_model=embeddings.routing_model())
 
     def request_steps(self, index: ToolSearchIndex, context) -> dict:
         """What one request does before the model runs, step by step; the request is their sum.

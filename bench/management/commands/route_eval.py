@@ -1,4 +1,10 @@
-"""route_eval: rank every benchmark query with the runtime's tool-search index and print recall figures.
+"""route_eval: rank every benchmark query through the live routing path and print recall figures.
+
+Each query meets what a live request meets (agents.router.analyze, rules): the router's
+ranking by the routing model with its clause reading, its recommendations among what
+policy permits (here: every tool, read-only), then the search over the permitted tools
+filling the list to the depth asked for. --compare ranks the same queries with a
+standard full-text BM25 (bm25s), toolhub's search alone and its dense model alone.
 
 It reads the files it names and writes nothing: no database, no tuning.
 The last line printed is one JSON object with the figures.
@@ -18,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents.router import analyze
 from bench.evaluation import (
     BenchFileError,
+    FullTextBM25,
     SelfMatches,
     bench_context,
     history_examples,
@@ -25,13 +32,14 @@ from bench.evaluation import (
     load_queries,
     name_substring_ranking,
     percentile_ms,
+    search_and_routing_indexes,
     split_by_id,
     summarize,
     timed,
     tool_documents,
 )
 from catalog.search import embedding_cache, embeddings
-from catalog.search.index import ToolDocument, ToolSearchIndex
+from catalog.search.index import ToolSearchIndex
 
 DEPTH = 10
 
@@ -80,33 +88,25 @@ class Command(BaseCommand):
         originals = {d.name: d.original_name for d in documents}
         depth = max(DEPTH, k)
 
-        query_vectors: dict[str, object] = {}
         dense = embeddings.dense_enabled()
-        if dense:
-            embeddings.load_model()  # loading the model is not part of building the index
-
-        def recording_embedder(texts):
-            vectors = embeddings.embed_texts(texts)
-            if len(texts) == 1:
-                query_vectors[texts[0]] = vectors[0]
-            return vectors
-
+        search_model, routing_model = embeddings.search_model(), embeddings.routing_model()
+        if dense:  # loading the models is not part of building the index
+            embeddings.load_model(search_model)
+            embeddings.load_model(routing_model)
         start = time.perf_counter()
-        index = ToolSearchIndex(documents, embedder=recording_embedder if dense else None)
+        index, routing = search_and_routing_indexes(documents, dense=dense)
         build_seconds = time.perf_counter() - start
-        warm_index, examples_seconds = None, 0.0
+        warm, examples_seconds = None, 0.0
         if history is not None:
             start = time.perf_counter()
             # The same tool vectors, plus the history's examples (embedded here: part of the warm build).
-            warm_index = ToolSearchIndex(
-                documents,
-                embeddings=index.vectors(),
-                embedder=recording_embedder if dense else None,
-                examples=history_examples(history),
-            )
+            examples = history_examples(history)
+            cold = (index, routing)
+            warm = search_and_routing_indexes(documents, dense=dense, examples=examples, cold=cold)
             examples_seconds = time.perf_counter() - start
-        context = bench_context(tools, index)
-        # The runtime's ranking: the steward's analysis, whose second stage searches what policy allows.
+        # The live routing path: the router's ranking by its model, its clause reading, the recommendations among
+        # what policy permits, then the search over the permitted tools fills the list to the depth asked for.
+        context = bench_context(tools, index, routing=routing, routing_model=routing_model)
         rankings, seconds = timed(
             lambda q: list(
                 analyze(q, context=context, mode="rules", max_tools=depth, min_tools=depth).recommended_tools
@@ -115,11 +115,12 @@ class Command(BaseCommand):
         )
 
         report = {
-            "ranker": "agents.steward.analyze (rules) over the hybrid tool search",
+            "ranker": "agents.router.analyze (rules): the router's ranking, then the search over what policy permits",
             "catalog": options["catalog"],
             "queries": options["queries"],
             "mode": "hybrid" if index.dense else "bm25",
-            "model": embeddings.model_name() if index.dense else None,
+            "model": embeddings.model_name(search_model) if index.dense else None,
+            "routing_model": embeddings.model_name(routing_model) if index.dense else None,
             "bm25_weight": index.bm25_weight,
             "n_tools": len(documents),
             "n_queries": len(queries),
@@ -128,25 +129,23 @@ class Command(BaseCommand):
             "p95_ms": percentile_ms(seconds, 95),
             "index_build_s": round(build_seconds, 2),
         }
-        if warm_index is not None:
-            report["history"] = self._warm(warm_index, tools, queries, history, originals, depth, k, options)
-        if options["compare"]:
-            report["baselines"] = self._baselines(documents, queries, originals, index, query_vectors, depth, k)
-        if warm_index is not None:
+        if warm is not None:
+            report["history"] = self._warm(warm, tools, queries, history, originals, depth, k, options)
             report["history"]["index_build_s"] = round(examples_seconds, 2)
+        if options["compare"]:
+            report["baselines"] = self._baselines(documents, queries, originals, index, depth, k)
         if options["format"] == "text":
             self._print_table(report, k)
         self.stdout.write(json.dumps(report, ensure_ascii=False))
 
-    def _warm(self, index, tools, queries, history, originals, depth, k, options) -> dict:
+    def _warm(self, indexes, tools, queries, history, originals, depth, k, options) -> dict:
         """Rank again with the history's examples; each query's own examples (id or text) left out."""
+        index, routing = indexes
         self_matches = SelfMatches(history)
         current = {"exclude": frozenset()}
-
-        def search(query, allowed, limit):
-            return index.search(query, allowed=allowed, limit=limit, exclude_examples=current["exclude"]).names
-
-        context = bench_context(tools, index, search=search)
+        context = bench_context(
+            tools, index, routing=routing, routing_model=embeddings.routing_model(), exclude=lambda: current["exclude"]
+        )
         embeddings.forget_memo()  # the cold pass embedded these queries: the warm one pays for its own
         rankings, seconds, skipped = [], [], 0
         for query in queries:
@@ -166,25 +165,19 @@ class Command(BaseCommand):
             "p95_ms": percentile_ms(seconds, 95),
         }
 
-    def _baselines(self, documents, queries, originals, index, query_vectors, depth, k) -> dict:
-        """The same queries through simpler rankers, for comparison."""
-        plain = ToolSearchIndex([ToolDocument(name=d.name, description=d.description) for d in documents])
+    def _baselines(self, documents, queries, originals, index, depth, k) -> dict:
+        """The same queries through other rankers, for comparison: the standard full-text BM25, toolhub's search
+        alone (no router), its dense model alone, and the seed's name matching."""
+        full_text = FullTextBM25(documents)
         names = [d.name for d in documents]
         rankers = {
-            "bm25_name_description": lambda q: plain.search(q, allowed=None, limit=depth).names,
+            "bm25_full_text": lambda q: full_text.rank(q, depth),
+            "toolhub_search_alone": lambda q: index.search(q, allowed=None, limit=depth).names,
             "name_substring": lambda q: name_substring_ranking(q, names, depth),
         }
         if index.dense:
-            # Reuses the vectors toolhub computed above (same model); a query the router shortened
-            # (it drops words over 40 characters) was never embedded whole, so it is embedded here.
-            def known_or_embedded(texts):
-                return [query_vectors[t] if t in query_vectors else embeddings.embed_texts([t])[0] for t in texts]
-
             dense_only = ToolSearchIndex(
-                documents,
-                embeddings=index.vectors(),
-                embedder=known_or_embedded,
-                bm25_weight=0.0,
+                documents, embeddings=index.vectors(), embedder=embeddings.embed_texts, bm25_weight=0.0
             )
             rankers["dense_only"] = lambda q: dense_only.search(q, allowed=None, limit=depth).names
         return {
@@ -196,10 +189,10 @@ class Command(BaseCommand):
         if "history" in report:
             rows.append(("toolhub + history", report["history"]))
         rows += list(report.get("baselines", {}).items())
-        columns = ["recall@1", "recall@5", "recall@10", f"lenient_recall@{k}", "mrr"]
-        self.stdout.write(f"{'ranker':<24}" + "".join(f"{c:>20}" for c in columns))
+        columns = ["recall@1", "recall@5", "recall@10", "ndcg@10", "completeness@10", f"lenient_recall@{k}", "mrr"]
+        self.stdout.write(f"{'ranker':<22}" + "".join(f"{c:>17}" for c in columns))
         for name, figures in rows:
-            self.stdout.write(f"{name:<24}" + "".join(f"{figures[c]:>20.3f}" for c in columns))
+            self.stdout.write(f"{name:<22}" + "".join(f"{figures[c]:>17.3f}" for c in columns))
         self.stdout.write(
             f"{report['n_tools']} tools, {report['n_queries']} queries; ranking p50 {report['p50_ms']} ms, "
             f"p95 {report['p95_ms']} ms; index built in {report['index_build_s']} s"

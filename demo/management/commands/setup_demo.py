@@ -1,4 +1,4 @@
-"""`make run`'s setup: migrate, roles, demo catalog, model profiles, an operator login.
+"""`make run`'s setup: migrate, roles, routing vocabulary, demo catalog, model profiles, an operator login.
 
 Safe to run again: it reuses the database, the catalog and the account.
 """

@@ -1,0 +1,218 @@
+"""fusion_study: how to fuse the dense and the lexical ranking, measured on training and development data.
+
+For each data set (a catalog and a queries file) and each embedding model it scores every
+query against every tool once (cosine, toolhub's BM25) and then ranks with each fusion:
+the dense cosine plus w x BM25 / the query's peak BM25 for a grid of w, both rankings
+standardised over the catalog (z-scores) and summed with BM25's weighted by w, reciprocal-rank
+fusion (k=60), and either ranking alone; with two models, their cosines summed (the second
+weighted by a) plus w x BM25 / peak; with --by-feature, the linear fusion per quartile of
+a query feature (its words, its BM25 peak gap, its top cosine). It prints recall@5, NDCG@10 and completeness@10
+per set, model and fusion, and writes them as JSON (--out). Vectors come from the machine's
+vector file when TOOLHUB_VECTOR_CACHE is set, so a second run costs seconds.
+
+It tunes nothing itself: catalog.search.index records the choice made from its output.
+Feed it training and development splits only.
+"""
+
+import json
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+from django.core.management.base import BaseCommand, CommandError
+
+from bench.evaluation import BenchFileError, load_catalog, load_queries, ndcg_at_k, tool_documents
+from catalog.search import embeddings
+from catalog.search.index import ToolSearchIndex, dense_text
+
+WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5)
+# z-score fusion: each ranking standardised over the catalog per query, BM25's weighted by w.
+Z_WEIGHTS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+RRF_K = 60
+# Two models' cosines summed: the second model's weight a (the first's is 1).
+ENSEMBLE_WEIGHTS = (0.5, 1.0, 1.5)
+DEPTH = 10
+
+
+class Command(BaseCommand):
+    requires_system_checks = []
+    help = "Compare fusions of dense and BM25 ranking on catalogs and queries; writes JSON."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--set",
+            nargs=3,
+            action="append",
+            metavar=("NAME", "CATALOG", "QUERIES"),
+            required=True,
+            help="A data set: its name, catalog JSON (.gz read too) and queries JSONL. Repeatable.",
+        )
+        parser.add_argument("--models", default=",".join(embeddings.MODEL_NAMES), help="Comma-separated models.")
+        parser.add_argument("--sample", type=int, default=0, help="A seeded sample of N queries per set (0: all).")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--out", help="Write the figures here as JSON.")
+        parser.add_argument(
+            "--by-feature",
+            action="store_true",
+            help="Also score the linear fusion per quartile of a query feature (words, BM25 peak gap, top cosine): "
+            "does any feature of a query tell which weight it wants?",
+        )
+
+    def handle(self, *args, **options):
+        models = [m.strip() for m in options["models"].split(",") if m.strip()]
+        unknown = [m for m in models if m not in embeddings.MODEL_NAMES]
+        if unknown:
+            raise CommandError(f"unknown model(s): {', '.join(unknown)}")
+        report = {"weights": WEIGHTS, "z_weights": Z_WEIGHTS, "rrf_k": RRF_K, "sets": {}}
+        for name, catalog_path, queries_path in options["set"]:
+            try:
+                tools = load_catalog(catalog_path)
+                queries = load_queries(queries_path, known_tools={t["name"] for t in tools})
+            except BenchFileError as exc:
+                raise CommandError(str(exc)) from None
+            if options["sample"] and len(queries) > options["sample"]:
+                queries = random.Random(options["seed"]).sample(queries, options["sample"])
+            documents = tool_documents(tools)
+            lexical_index = ToolSearchIndex(documents)
+            lexical = np.vstack([lexical_index.scores(q.query)[0] for q in queries]).astype(np.float32)
+            expected = [set(q.expected_tools) for q in queries]
+            figures = {"n_tools": len(documents), "n_queries": len(queries), "models": {}}
+            model_cosines = {}
+            for model in models:
+                started = time.perf_counter()
+                tool_vectors = embeddings.embed_texts([dense_text(d) for d in documents], model=model)
+                query_vectors = embeddings.embed_texts([q.query for q in queries], model=model)
+                cosines = query_vectors @ tool_vectors.T
+                model_cosines[model] = cosines
+                seconds = time.perf_counter() - started
+                fusions = self.fusions(cosines, lexical)
+                figures["models"][model] = {
+                    "embed_s": round(seconds, 1),
+                    "fusions": {label: score(s, lexical_index.names, expected) for label, s in fusions},
+                }
+                self.print_rows(name, model, figures["models"][model]["fusions"])
+                if options["by_feature"]:
+                    features = query_features([q.query for q in queries], cosines, lexical)
+                    figures["models"][model]["by_feature"] = by_feature = self.by_feature(
+                        features, cosines, lexical, lexical_index.names, expected
+                    )
+                    for line in feature_lines(name, model, by_feature):
+                        self.stdout.write(line)
+            if len(model_cosines) == 2:
+                (first, first_cosines), (second, second_cosines) = model_cosines.items()
+                label = f"{first}+{second}"
+                figures["models"][label] = {
+                    "fusions": {
+                        name_: score(s, lexical_index.names, expected)
+                        for name_, s in self.ensembles(first_cosines, second_cosines, lexical)
+                    }
+                }
+                self.print_rows(name, label, figures["models"][label]["fusions"])
+            report["sets"][name] = figures
+        if options["out"]:
+            Path(options["out"]).write_text(json.dumps(report, indent=1) + "\n")
+            self.stdout.write(f"wrote {options['out']}")
+
+    def fusions(self, cosines: np.ndarray, lexical: np.ndarray):
+        peak = lexical.max(axis=1, keepdims=True)
+        normalised = np.divide(lexical, peak, out=np.zeros_like(lexical), where=peak > 0)
+        for weight in WEIGHTS:
+            yield f"linear w={weight}", cosines + weight * normalised
+        dense_z, lexical_z = standardised(cosines), standardised(lexical)
+        for weight in Z_WEIGHTS:
+            yield f"z w={weight}", dense_z + weight * lexical_z
+        yield "bm25 only", lexical
+        yield f"rrf k={RRF_K}", reciprocal_rank_fusion(cosines, lexical)
+
+    def ensembles(self, first: np.ndarray, second: np.ndarray, lexical: np.ndarray):
+        """Both models' cosines summed (the second weighted by a), plus w x BM25 / the query's peak."""
+        peak = lexical.max(axis=1, keepdims=True)
+        normalised = np.divide(lexical, peak, out=np.zeros_like(lexical), where=peak > 0)
+        for second_weight in ENSEMBLE_WEIGHTS:
+            for weight in (0.0, 0.1, 0.2, 0.3):
+                yield f"a={second_weight} w={weight}", first + second_weight * second + weight * normalised
+
+    def by_feature(self, features: dict, cosines, lexical, names, expected) -> dict:
+        """{feature: [{"range": [low, high], "queries": n, "recall@5": {w: figure}}] per quartile of the feature}."""
+        peak = lexical.max(axis=1, keepdims=True)
+        normalised = np.divide(lexical, peak, out=np.zeros_like(lexical), where=peak > 0)
+        report = {}
+        for feature, values in features.items():
+            edges = np.quantile(values, [0, 0.25, 0.5, 0.75, 1.0])
+            quarters = []
+            for low, high in zip(edges[:-1], edges[1:], strict=True):
+                rows = np.flatnonzero((values >= low) & (values <= high))
+                wanted = [expected[i] for i in rows]
+                recall = {
+                    str(w): score((cosines + w * normalised)[rows], names, wanted)["recall@5"] for w in WEIGHTS[1:]
+                }
+                quarters.append({"range": [round(float(low), 3), round(float(high), 3)], "queries": int(rows.size),
+                                 "recall@5": recall})  # fmt: skip
+            report[feature] = quarters
+        return report
+
+    def print_rows(self, name: str, model: str, fusions: dict):
+        for label, values in fusions.items():
+            self.stdout.write(
+                f"{name:<12} {model:<22} {label:<14} recall@5 {values['recall@5']:.3f}  ndcg@10 {values['ndcg@10']:.3f}"
+                f"  completeness@10 {values['completeness@10']:.3f}"
+            )
+
+
+def query_features(texts: list[str], cosines: np.ndarray, lexical: np.ndarray) -> dict[str, np.ndarray]:
+    """Per query: its words, how far its best BM25 score stands above its fifth (relative), its best cosine."""
+    ordered = np.sort(lexical, axis=1)
+    top, fifth = ordered[:, -1], ordered[:, -min(5, ordered.shape[1])]
+    return {
+        "words": np.array([len(text.split()) for text in texts], dtype=np.float32),
+        "bm25_gap": np.divide(top - fifth, top, out=np.zeros_like(top), where=top > 0),
+        "top_cosine": cosines.max(axis=1),
+    }
+
+
+def feature_lines(name: str, model: str, by_feature: dict) -> list[str]:
+    lines = []
+    for feature, quarters in by_feature.items():
+        for quarter in quarters:
+            best = max(quarter["recall@5"], key=quarter["recall@5"].get)
+            figures = " ".join(f"{w}:{r:.3f}" for w, r in quarter["recall@5"].items())
+            low, high = quarter["range"]
+            lines.append(f"{name:<12} {model:<22} {feature} {low:g}-{high:g} ({quarter['queries']}) best w={best}  "
+                         f"{figures}")  # fmt: skip
+    return lines
+
+
+def standardised(scores: np.ndarray) -> np.ndarray:
+    """Each row's scores as z-scores over the catalog (mean 0, standard deviation 1; a flat row stays 0)."""
+    spread = scores.std(axis=1, keepdims=True)
+    centred = scores - scores.mean(axis=1, keepdims=True)
+    return np.divide(centred, spread, out=np.zeros_like(centred), where=spread > 0)
+
+
+def reciprocal_rank_fusion(*score_matrices: np.ndarray, k: int = RRF_K) -> np.ndarray:
+    """Sum over the rankings of 1 / (k + rank), rank 1 the best; per row (query)."""
+    fused = np.zeros(score_matrices[0].shape, dtype=np.float64)
+    for scores in score_matrices:
+        ranks = np.argsort(np.argsort(-scores, axis=1, kind="stable"), axis=1) + 1
+        fused += 1.0 / (k + ranks)
+    return fused
+
+
+def score(scores: np.ndarray, names: list[str], expected: list[set[str]]) -> dict:
+    """recall@5, NDCG@10 and completeness@10 of the rows' top tools."""
+    top = np.argpartition(-scores, DEPTH - 1, axis=1)[:, :DEPTH] if scores.shape[1] > DEPTH else None
+    recall = ndcg = complete = 0.0
+    for row, wanted in enumerate(expected):
+        candidates = top[row] if top is not None else np.arange(scores.shape[1])
+        order = candidates[np.argsort(-scores[row, candidates], kind="stable")][:DEPTH]
+        ranked = [names[i] for i in order]
+        recall += sum(n in ranked[:5] for n in wanted) / len(wanted)
+        ndcg += ndcg_at_k(ranked, wanted, DEPTH)
+        complete += all(n in ranked for n in wanted)
+    count = max(1, len(expected))
+    return {
+        "recall@5": round(recall / count, 4),
+        "ndcg@10": round(ndcg / count, 4),
+        "completeness@10": round(complete / count, 4),
+    }

@@ -1,0 +1,121 @@
+"""Where a builtin-model turn's time goes in the process that runs it; prints figures, not a test.
+
+Sets up the demo in a temporary data directory (the embedded default: SQLite), or with --postgres in a database of
+its own on that server (created and dropped here) and with --redis-url on the Redis channel layer, as the scaled
+path runs; then runs the seed's query mix through agents.turns.runtime.run_turn in this
+process under cProfile, and prints per turn: wall time, SQL queries, events, and the time inside each stage
+(steward, model loop, tool calls with the MCP round trips, event writes and broadcasts, the budget records,
+learning). The first pass warms the process (models, indexes, the Loyalty server's start) and is not counted.
+
+    python bench/scripts/turn_profile.py [--passes 5] [--postgres postgresql://postgres@127.0.0.1:5432]
+        [--redis-url redis://127.0.0.1:6379/0]
+"""
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import psycopg  # noqa: E402
+
+from bench.scripts.api_bench import QUERIES  # noqa: E402
+from tests.support.servers import EMBEDDED_UNSET, embedded_env, manage  # noqa: E402
+
+# (label, file suffix, function name): cumulative time inside each, per turn.
+STAGES = (
+    ("steward (routing)", "agents/turns/runtime.py", "consult_steward"),
+    ("model loop (builtin model, tools)", "agents/turns/runtime.py", "model_loop"),
+    ("tool calls", "agents/turns/tool_calls.py", "execute"),
+    ("event writes", "agents/turns/events.py", "emit"),
+    ("event broadcasts", "agents/turns/events.py", "broadcast"),
+    ("budget records", "agents/turns/runtime.py", "record_budget"),
+    ("learning from the turn", "agents/turns/learning.py", "learn_from_turn"),
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--passes", type=int, default=5, help="timed passes over the query mix (default 5)")
+    parser.add_argument("--postgres", default="", help="a PostgreSQL server to profile on (a database of its own)")
+    parser.add_argument("--redis-url", default="", help="broadcast through Redis as the scaled path does")
+    args = parser.parse_args()
+    database = f"turn_profile_{os.getpid()}"
+    with tempfile.TemporaryDirectory(prefix="turn-profile-") as tmp:
+        env = embedded_env(Path(tmp))
+        if args.postgres:
+            with psycopg.connect(f"{args.postgres}/postgres", autocommit=True) as admin:
+                admin.execute(f"CREATE DATABASE {database}")
+            env["DATABASE_URL"] = f"{args.postgres}/{database}"
+        if args.redis_url:
+            env |= {"REDIS_URL": args.redis_url, "TOOLHUB_CHANNEL_PREFIX": f"turn-profile-{os.getpid()}"}
+        try:
+            manage(env, "setup_demo")
+            for name in (*EMBEDDED_UNSET, "DJANGO_SETTINGS_MODULE"):
+                os.environ.pop(name, None)
+            os.environ |= {k: v for k, v in env.items() if k in ("DATABASE_URL", "REDIS_URL", "TOOLHUB_CHANNEL_PREFIX",
+                                                                   "TOOLHUB_DATA_DIR", "DEBUG")}  # fmt: skip
+            os.environ["DJANGO_SETTINGS_MODULE"] = "toolhub.settings"
+            import django
+
+            django.setup()
+            profile(args.passes)
+        finally:
+            if args.postgres:
+                from django.db import connections
+
+                connections.close_all()
+                with psycopg.connect(f"{args.postgres}/postgres", autocommit=True) as admin:
+                    admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+
+
+def profile(passes: int) -> None:
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.models import Conversation, Turn, TurnEvent
+    from agents.turns.runtime import run_turn
+    from agents.turns.start import create_turn
+
+    owner = get_user_model().objects.get(username="operator")
+
+    def one(text: str) -> int:
+        conversation = Conversation.objects.create(owner=owner, title=text)
+        turn = create_turn(conversation, text)
+        run_turn(turn.id)
+        return turn.id
+
+    for text in QUERIES:  # warm: models, indexes, the Loyalty server's process
+        one(text)
+    profiler, turns, started = cProfile.Profile(), [], time.perf_counter()
+    with CaptureQueriesContext(connection) as queries:
+        profiler.enable()
+        for _ in range(passes):
+            turns.extend(one(text) for text in QUERIES)
+        profiler.disable()
+    wall = time.perf_counter() - started
+    statuses = set(Turn.objects.filter(pk__in=turns).values_list("status", flat=True))
+    events = TurnEvent.objects.filter(turn_id__in=turns).count()
+    stats = pstats.Stats(profiler).stats
+    count = len(turns)
+    print(
+        f"data: the seed's query mix ({len(QUERIES)} requests) x {passes}, {count} turns, statuses {sorted(statuses)}"
+    )
+    layer = "Redis" if os.environ.get("REDIS_URL") else "in-memory"
+    print(f"channel layer: {layer}; database: {connection.vendor}")
+    print(f"per turn: {wall / count * 1000:.1f} ms wall (profiled), {len(queries) / count:.1f} SQL queries, "
+          f"{events / count:.1f} events")  # fmt: skip
+    for label, suffix, name in STAGES:
+        total = sum(s[3] for (path, _line, func), s in stats.items() if func == name and path.endswith(suffix))
+        print(f"  {label:<36} {total / count * 1000:7.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

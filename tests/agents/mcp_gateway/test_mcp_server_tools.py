@@ -1,0 +1,228 @@
+"""What toolhub's MCP server lists and runs for an API key (the logic under /mcp, without HTTP)."""
+
+import asyncio
+import datetime
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from agents.access.api_keys import create_api_key
+from agents.mcp_gateway.found_tools import found_tools, remember_found
+from agents.mcp_gateway.server import (
+    NEUTRAL,
+    ApprovalNeeded,
+    McpEndpoint,
+    ToolRefused,
+    call,
+    call_result,
+    path_router,
+    session_tools,
+)
+from agents.models import McpFoundTool
+from agents.turns.tool_calls import CallOutcome
+from catalog.mcp_client.content import wire_result
+from catalog.models import ToolPolicy
+from catalog.policies.decision import RoutingDecision
+from tests.support.builders import make_policy, make_tool, make_user
+from tests.support.mcp_asgi import McpAsgiClient
+
+pytestmark = pytest.mark.django_db
+
+SEARCH_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+CREATING = RoutingDecision(action="create", domains=frozenset({"general"}), confidence=1.0)
+
+
+@pytest.fixture
+def catalog():
+    make_policy(make_tool("tool_search", input_schema=SEARCH_SCHEMA, always_load=True), operation="search")
+    make_policy(make_tool("calculate", input_schema={"type": "object", "properties": {}}, always_load=True))
+    make_policy(make_tool("lookup_thing", should_defer=True))
+    make_policy(make_tool("make_thing", should_defer=True), operation="create")
+    make_policy(make_tool("read_secret", should_defer=False), requires_confirmation=True)
+    make_tool("unpolicied_thing", should_defer=False)
+
+
+@pytest.fixture
+def key():
+    api_key, _ = create_api_key(user=make_user(username="client", role="viewer"), name="mcp")
+    return api_key.pk
+
+
+def listed(key_id) -> set[str]:
+    return {tool.name for tool in session_tools(found_tools(key_id))}
+
+
+def refusal(name, arguments, key_id) -> str:
+    with pytest.raises(ToolRefused) as refused:
+        call(name, arguments, key_id)
+    return str(refused.value)
+
+
+def not_connected(outcome) -> bool:
+    """The call got past policy: these test tools have no MCP server to run on."""
+    return outcome.is_error and "not connected to" in json.loads(outcome.content)["error"]
+
+
+def test_a_new_session_lists_the_search_tool_and_the_loaded_tools_only(catalog, key):
+    assert listed(key) == {"tool_search", "calculate", "read_secret"}
+
+
+def test_a_tool_policy_permits_is_callable_by_name_without_a_search(catalog, key):
+    assert "lookup_thing" not in listed(key)  # deferred: not in the list (context) ...
+    assert not_connected(call("lookup_thing", {"q": "x"}, key))  # ... but permitted (policy)
+
+
+def test_what_a_key_found_stays_listed_for_that_key_only_across_sessions(catalog, key):
+    other_key = create_api_key(user=make_user(username="other", role="viewer"), name="other")[0].pk
+    assert "make_thing" not in listed(key)
+
+    remember_found(key, ["make_thing"], CREATING)  # what tool_search does with what it found
+
+    assert "make_thing" in listed(key) and "make_thing" not in listed(other_key)
+    # Listing is context, not permission: policy lets both keys call it by name (test_mcp_direct_calls).
+    assert not_connected(call("make_thing", {"q": "x"}, key))
+    assert not_connected(call("make_thing", {"q": "x"}, other_key))
+
+
+def test_what_a_key_found_is_forgotten_after_the_configured_time(catalog, key, settings):
+    settings.TOOLHUB_MCP_FOUND_TTL = 60
+    remember_found(key, ["make_thing"], CREATING)
+    row = McpFoundTool.objects.get()
+    assert (
+        timezone.now() + datetime.timedelta(seconds=55)
+        < row.expires_at
+        <= timezone.now() + datetime.timedelta(seconds=60)
+    )
+    McpFoundTool.objects.update(expires_at=timezone.now() - datetime.timedelta(seconds=1))
+
+    assert "make_thing" not in listed(key)
+    remember_found(key, [], CREATING)
+    assert not McpFoundTool.objects.exists()  # expired rows go with the next search
+
+
+def test_a_found_tool_whose_policy_is_no_longer_active_drops_out(catalog, key):
+    remember_found(key, ["make_thing"], CREATING)
+    policy = ToolPolicy.objects.get(tool__name="make_thing")
+    policy.status = ToolPolicy.Status.DRAFT
+    policy.save()
+
+    assert "make_thing" not in listed(key)
+    assert "no active policy: its policy is draft" in refusal("make_thing", {"q": "x"}, key)
+
+
+def test_unknown_and_unpolicied_tools_are_refused_and_approval_tools_ask_for_approval(catalog, key):
+    remember_found(key, ["unpolicied_thing"], NEUTRAL)
+
+    assert "unpolicied_thing" not in listed(key)
+    assert "no active policy: it has no policy (fail closed)" in refusal("unpolicied_thing", {"q": "x"}, key)
+    assert refusal("nope", {}, key) == "There is no tool named nope."
+    with pytest.raises(ApprovalNeeded) as needed:
+        call("read_secret", {"q": "x"}, key)
+    assert "read_secret needs approval" in str(needed.value)
+
+
+def test_arguments_that_do_not_match_the_schema_are_an_error_result_the_model_can_correct(catalog, key):
+    missing = call("read_secret", {}, key)
+    assert missing.is_error and "Missing required arguments: q" in json.loads(missing.content)["error"]
+    wrong = call("lookup_thing", {"q": 5}, key)
+    assert json.loads(wrong.content)["error"] == "Invalid arguments at q: 5 is not of type 'string'"
+
+
+def test_an_mcp_result_passes_on_whole_with_only_its_text_cut_to_the_budget():
+    image = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png", "annotations": {"priority": 1}}
+    link = {"type": "resource_link", "uri": "gen://x", "name": "x"}
+    text = {"type": "text", "text": "word " * 5000, "annotations": {"audience": ["user"]}}
+    whole = wire_result([text, image, link], {"n": 1}, False)
+
+    result = call_result(CallOutcome(content="(the model's view)", result=whole), 100)
+
+    wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert wire["content"][1:] == [image, link] and wire["structuredContent"] == {"n": 1}
+    assert wire["content"][0]["annotations"] == {"audience": ["user"]}
+    assert wire["content"][0]["text"].endswith("chars]") and len(wire["content"][0]["text"]) < 1000
+
+
+# --- the ASGI endpoint (no Daphne) -------------------------------------------------------------
+
+
+async def asgi_request(app, path="/mcp", headers=()):
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": path, "headers": list(headers), "query_string": b""}
+    await app(scope, receive, send)
+    return sent[0]["status"] if sent else None, dict(sent[0].get("headers", [])) if sent else {}
+
+
+@pytest.mark.asyncio
+async def test_mcp_endpoint_refuses_a_request_without_a_valid_key_or_from_another_host(settings):
+    settings.ALLOWED_HOSTS = ["toolhub.example"]
+    endpoint = McpEndpoint()
+    host = (b"host", b"toolhub.example")
+
+    assert (await asgi_request(endpoint, headers=[host]))[0] == 401
+    status, headers = await asgi_request(endpoint, headers=[host, (b"authorization", b"Bearer th_abc_def")])
+    challenge = headers[b"www-authenticate"].decode()
+    assert status == 401 and challenge.startswith('Bearer error="invalid_token"')
+    assert 'resource_metadata="http://toolhub.example/.well-known/oauth-protected-resource/mcp"' in challenge
+    assert (await asgi_request(endpoint, headers=[(b"host", b"evil.example")]))[0] == 400
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_get_stream_opens_with_its_headers_and_a_comment_before_any_server_message(mcp_endpoint):
+    """Daphne writes headers with the first body bytes: without the comment, clients waited for the 15 s ping."""
+    key = await sync_to_async(lambda: create_api_key(user=make_user("ops"), name="test")[1])()
+    client = McpAsgiClient(mcp_endpoint, key)
+    assert (await client.initialize()).status == 200
+    sent, opened, requested = [], asyncio.Event(), []
+
+    async def receive():
+        if not requested:
+            requested.append(True)
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.Event().wait()  # then the client stays connected
+
+    async def send(message):
+        sent.append(message)
+        if message["type"] == "http.response.body":
+            opened.set()
+
+    headers = [(k.encode(), v.encode()) for k, v in {**client.headers(), "accept": "text/event-stream"}.items()]
+    scope = {"type": "http", "http_version": "1.1", "method": "GET", "path": "/mcp", "raw_path": b"/mcp",
+             "headers": headers, "query_string": b"", "scheme": "http", "server": ("127.0.0.1", 80),
+             "client": ("127.0.0.1", 1234)}  # fmt: skip
+    stream = asyncio.ensure_future(mcp_endpoint(scope, receive, send))
+    try:
+        await asyncio.wait_for(opened.wait(), timeout=10)  # the SDK's first ping would come at 15 s
+    finally:
+        stream.cancel()
+    start, first = sent[0], sent[1]
+    assert start["type"] == "http.response.start" and start["status"] == 200
+    assert dict(start["headers"])[b"content-type"].startswith(b"text/event-stream")
+    assert first["body"].startswith(b":") and first["more_body"]  # an SSE comment, not an event
+
+
+@pytest.mark.asyncio
+async def test_only_the_mcp_path_goes_to_the_mcp_app():
+    calls = []
+
+    def recorder(label):
+        async def app(scope, receive, send):
+            calls.append((label, scope["path"]))
+
+        return app
+
+    route = path_router(recorder("django"), recorder("mcp"), path="/mcp")
+    for path in ("/mcp", "/mcp/", "/mcp-servers/", "/mcp-servers/loyalty/", "/catalog/"):
+        await route({"type": "http", "path": path}, None, None)
+
+    assert calls == [("mcp", "/mcp"), ("mcp", "/mcp/"), ("django", "/mcp-servers/"),
+                     ("django", "/mcp-servers/loyalty/"), ("django", "/catalog/")]  # fmt: skip

@@ -1,0 +1,48 @@
+"""The approvals inbox in a real browser: a waiting call shows up with its deadline, and a second operator denies it
+with a reason from the keyboard alone; the reason reaches the conversation's page live."""
+
+from playwright.sync_api import expect
+
+from agents.models import ToolApproval, Turn
+from tests.browser.test_console import set_calculator
+
+
+def test_a_second_operator_denies_a_waiting_call_from_the_inbox_with_a_reason_by_keyboard(
+    page, new_page, log_in, ask_in_console, screenshot
+):
+    set_calculator(requires_confirmation=True)
+    log_in(page, "operator")
+    ask_in_console(page, "What is 15 + 27?")
+    turn = Turn.objects.get()
+    page.locator(f"#turn-{turn.id}").get_by_role("button", name="Approve").wait_for()
+    approval = ToolApproval.objects.get(turn=turn)
+
+    inbox = new_page()
+    log_in(inbox, "admin")
+    expect(inbox.locator("#nav-count-approvals")).to_contain_text("1")
+    inbox.get_by_role("link", name="Approvals").first.click()
+    inbox.wait_for_url("**/approvals/")
+    item = inbox.locator(f"#inbox-approval-{approval.pk}")
+    expect(item).to_contain_text("calculate")
+    expect(item).to_contain_text("started by operator")
+    expect(item.locator(".deadline")).to_contain_text("expires at")
+    expect(item.locator("[data-countdown]")).to_contain_text(" s")  # the countdown ticks in the browser
+    screenshot(inbox, "approvals-inbox-1280")
+
+    reason = item.get_by_label("Deny reason")
+    reason.focus()
+    inbox.keyboard.type("not before the audit")
+    inbox.keyboard.press("Tab")
+    expect(item.get_by_role("button", name="Deny")).to_be_focused()
+    inbox.keyboard.press("Enter")
+    expect(item.locator(".approval-status")).to_have_text("denied")
+    expect(item.locator(".approval-reason")).to_contain_text("reason: not before the audit")
+
+    expect(page.locator(f"#turn-{turn.id}-events")).to_contain_text("denied by admin: not before the audit")
+    page.locator(f"#turn-{turn.id} .status-done").wait_for()
+    approval.refresh_from_db()
+    assert (approval.status, approval.reason, approval.decided_by.username) == ("denied", "not before the audit",
+                                                                                "admin")  # fmt: skip
+    inbox.reload()
+    expect(inbox.locator(f"#inbox-approval-{approval.pk}")).to_have_count(0)
+    expect(inbox.locator("#nav-count-approvals")).to_have_count(0)
