@@ -12,6 +12,7 @@ import re
 
 from django.db.models import Max
 from django.template.loader import render_to_string
+from django.urls import NoReverseMatch, reverse
 
 from agents.models import Conversation, Message, RoutingLog, ToolApproval, Turn, TurnEvent
 from agents.turns.events import stored_events
@@ -28,6 +29,8 @@ ROW_EVENT_TYPES = frozenset({EventType.STATUS, EventType.ROUTING, EventType.APPR
                              EventType.DONE})  # fmt: skip
 CONVERSATION_TEMPLATE = "agents/conversation.html"
 LIST_TEMPLATE = "agents/console.html"
+# A conversation's page shows its newest turns whole; ended turns before them fold to their summary line.
+TURNS_SHOWN_WHOLE = 3
 
 
 # --- the list of conversations -------------------------------------------------------------------------------
@@ -129,15 +132,26 @@ def approval_card(approval: ToolApproval, *, note: str = "") -> dict:
             "reason": approval.reason}  # fmt: skip
 
 
-def event_item(event: dict, *, approval_status: str | None = None, approval_reason: str = "") -> dict | None:
-    """One line of a turn's timeline, or None for events shown elsewhere (content, budget)."""
+def tool_link(name: str) -> dict:
+    """A catalog tool's name with the links to its policy and its activity (none for a name no URL takes)."""
+    try:
+        return {"name": name, "policy": reverse("policy-detail", args=[name]),
+                "activity": reverse("tool-activity", args=[name])}  # fmt: skip
+    except NoReverseMatch:
+        return {"name": name, "policy": "", "activity": ""}
+
+
+def event_item(event: dict, *, approval_status: str | None = None, approval_reason: str = "",
+               call_arguments: object = None) -> dict | None:  # fmt: skip
+    """One line of a turn's timeline, or None for events shown elsewhere (content, budget). `call_arguments`: the
+    arguments of the call a tool result answers, for results stored before their event carried them."""
     kind, payload, phase = event["type"], event.get("payload", {}), event.get("phase", "")
     item = {"sequence": event["sequence"], "kind": kind, "phase": phase, "turn_id": event["turn"]}
     if kind == EventType.DELTA or (kind == EventType.ROUTING and phase == BUDGET_PHASE):
         return None
     if kind == EventType.STATUS:
         item["text"] = payload.get("message", phase)
-        item["tools"] = payload.get("recommended_tools") or []
+        item["tools"] = [tool_link(name) for name in payload.get("recommended_tools") or []]
     elif kind == EventType.ROUTING and phase == "knowledge":
         keys = [f"{s['key']} v{s['version']}" for s in payload.get("snippets", [])]
         item["text"] = "Knowledge: " + (", ".join(keys) or "none")
@@ -151,13 +165,23 @@ def event_item(event: dict, *, approval_status: str | None = None, approval_reas
         if payload.get("client_tools"):
             item["text"] += (f" · {len(payload['client_tools'])} client tools ({payload.get('client_schema_tokens', 0)}"
                              " schema tokens), run by the API client")  # fmt: skip
-        item["tools"] = payload.get("loaded", []) + payload.get("client_tools", [])
+        item["tools"] = [tool_link(name) for name in payload.get("loaded", [])]
+        item["client_tools"] = payload.get("client_tools", [])
     elif kind == EventType.TOOL_CALL:
-        item["text"] = f"→ {payload.get('tool_name', '?')}({arguments_text(payload.get('arguments', {}))})"
+        name, arguments = payload.get("tool_name", "?"), arguments_text(payload.get("arguments", {}))
+        item["text"] = f"→ {name}({arguments})"
+        item["call"] = {"arrow": "→", "tool": {"name": name} if payload.get("client") else tool_link(name),
+                        "arguments": arguments}  # fmt: skip
         if payload.get("client"):
             item["text"] += " · client tool: handed to the API client, not run by toolhub"
+            item["call"]["note"] = "client tool: handed to the API client, not run by toolhub"
     elif kind == EventType.TOOL_RESULT:
-        item["text"] = f"← {payload.get('tool_name', '?')}"
+        name = payload.get("tool_name", "?")
+        arguments = payload.get("arguments", call_arguments)
+        item["text"] = f"← {name}"
+        # The result beside the call it answers: the tool, its arguments and what it returned on one line.
+        item["call"] = {"arrow": "←", "tool": tool_link(name),
+                        "arguments": arguments_text(arguments) if arguments is not None else None}  # fmt: skip
         item["result"] = payload.get("content", "")[:600]
         item["is_error"] = payload.get("is_error") or payload.get("refused")
         item["blocks"] = [shown for block in payload.get("blocks", []) if (shown := shown_block(block))]
@@ -179,6 +203,23 @@ def event_item(event: dict, *, approval_status: str | None = None, approval_reas
         took = payload.get("turn_ms")
         item["text"] = f"Finished: {payload.get('status', 'done')}" + (f" in {took} ms" if took is not None else "")
     return item
+
+
+def announcement(event: dict) -> str:
+    """What the page's live region tells a screen reader of this event: an approval asked for, a failure, the end of
+    an answer ("" for the rest, which a reader finds on the page)."""
+    kind, payload = event["type"], event.get("payload", {})
+    if kind == EventType.APPROVAL_REQUIRED:
+        return f"Approval needed: {payload.get('tool_name', '?')}, {payload.get('risk', '')} risk."
+    if kind == EventType.ERROR:
+        return f"The turn failed: {payload.get('message', 'no reason given')}"
+    if kind == EventType.DONE:
+        status = payload.get("status", Turn.Status.DONE)
+        if status == Turn.Status.DONE:
+            return "The answer is complete."
+        if status == Turn.Status.CANCELLED:
+            return "The turn was cancelled."
+    return ""
 
 
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
@@ -223,8 +264,8 @@ def budget_bar(figures: dict | None) -> dict | None:
 
 
 def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: RoutingLog | None,
-              approvals: dict[int, tuple[str, str]]) -> dict:  # fmt: skip
-    """Everything the turn's article shows, from its stored events.
+              approvals: dict[int, tuple[str, str]], number: int = 0) -> dict:  # fmt: skip
+    """Everything the turn's article shows, from its stored events; `number`: its place in its conversation.
 
     The status is the one the events reached, as live viewers saw it: the
     runtime stores an event (approval_required) before it updates the turn
@@ -233,20 +274,29 @@ def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: Routin
     """
     items, content, budget = [], [], None
     status = turn.status
+    calls: dict[str, list] = {}  # each tool's calls not yet answered, oldest first
     for event in events:
         if turn.status not in ENDED:
             status = status_after(event) or status
+        payload = event.get("payload", {})
         if event["type"] == EventType.DELTA:
-            content.append(event["payload"].get("content", ""))
+            content.append(payload.get("content", ""))
         elif event["type"] == EventType.ROUTING and event.get("phase") == BUDGET_PHASE:
-            budget = event["payload"]
-        status_and_reason = approvals.get(event.get("payload", {}).get("approval_id"))
+            budget = payload
+        elif event["type"] == EventType.TOOL_CALL:
+            calls.setdefault(payload.get("tool_name", "?"), []).append(payload.get("arguments", {}))
+        waiting = calls.get(payload.get("tool_name", "?")) if event["type"] == EventType.TOOL_RESULT else None
+        status_and_reason = approvals.get(payload.get("approval_id"))
         item = event_item(event, approval_status=status_and_reason[0] if status_and_reason else None,
-                          approval_reason=status_and_reason[1] if status_and_reason else "")  # fmt: skip
+                          approval_reason=status_and_reason[1] if status_and_reason else "",
+                          call_arguments=waiting.pop(0) if waiting else None)  # fmt: skip
         if item is not None:
             items.append(item)
     return {
         "id": turn.id,
+        "number": number,
+        "folded": False,
+        "called": [item["call"]["tool"]["name"] for item in items if item["kind"] == EventType.TOOL_CALL],
         "status": status,
         "model": turn.model,
         "created_at": turn.created_at,
@@ -281,12 +331,32 @@ def turn_views(turns: list[Turn]) -> list[dict]:
     logs = {log.turn_id: log for log in RoutingLog.objects.filter(turn_id__in=ids)}
     approvals = {pk: (status, reason) for pk, status, reason in
                  ToolApproval.objects.filter(turn_id__in=ids).values_list("id", "status", "reason")}  # fmt: skip
+    numbers = turn_numbers(turns)
     return [
         turn_view(
-            turn, events[turn.id], user_text=texts.get(turn.id, ""), routing=logs.get(turn.id), approvals=approvals
+            turn,
+            events[turn.id],
+            user_text=texts.get(turn.id, ""),
+            routing=logs.get(turn.id),
+            approvals=approvals,
+            number=numbers[turn.id],
         )  # fmt: skip
         for turn in turns
     ]
+
+
+def turn_numbers(turns: list[Turn]) -> dict[int, int]:
+    """Each turn's place in its conversation, counted from 1 (one query of the conversations' turn ids)."""
+    wanted = {turn.id for turn in turns}
+    counted: dict[int, int] = {}
+    numbers = {}
+    conversations = {turn.conversation_id for turn in turns}
+    rows = Turn.objects.filter(conversation_id__in=conversations, id__lte=max(wanted, default=0))
+    for turn_id, conversation_id in rows.order_by("id").values_list("id", "conversation_id"):
+        counted[conversation_id] = counted.get(conversation_id, 0) + 1
+        if turn_id in wanted:
+            numbers[turn_id] = counted[conversation_id]
+    return numbers
 
 
 def has_running_turn(conversation: Conversation) -> bool:
@@ -295,7 +365,11 @@ def has_running_turn(conversation: Conversation) -> bool:
 
 
 def thread(conversation: Conversation) -> list[dict]:
-    return turn_views(list(conversation.turns.order_by("id")))
+    """The conversation's turns, oldest first; ended turns before the newest TURNS_SHOWN_WHOLE fold to a line."""
+    turns = turn_views(list(conversation.turns.order_by("id")))
+    for turn in turns[:-TURNS_SHOWN_WHOLE]:
+        turn["folded"] = turn["status"] in ENDED
+    return turns
 
 
 def render_thread(conversation: Conversation, *, can_decide: bool, own: bool = False) -> tuple[str, dict[int, int]]:
@@ -353,6 +427,7 @@ def render_event(event: dict, *, can_decide: bool, own: bool = False, routing: R
         "routing": routing,
         "timeline": timeline,
         "decided": payload if event.get("phase") == "approval_decided" else None,
+        "announce": announcement(event),
         "can_decide": can_decide,
         "own_conversation": own,
         "ended": ENDED,

@@ -75,7 +75,9 @@ def turn_timeline(events: list[dict]) -> dict | None:
             close_model(at)
             tool = tool or {"start": at}
         elif kind == EventType.STATUS and phase in ("analysis_complete", "fallback"):
-            add("steward", "Steward" + (" (fallback)" if phase == "fallback" else ""), previous, at)
+            # Wall time from the steward's first status to its decision, event writes included; the routing log's
+            # steward_ms (the decision's "routing computed in") is the steward's own computation within it.
+            add("steward", "Steward, wall clock" + (" (fallback)" if phase == "fallback" else ""), previous, at)
         elif kind == EventType.ROUTING and phase == "routing":
             add("bundle", "Bundle", previous, at, f"{payload.get('loaded_schema_tokens', 0)} schema")
         elif kind == EventType.ROUTING and phase == "knowledge":

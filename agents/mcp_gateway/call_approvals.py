@@ -151,6 +151,7 @@ def settle(approval: ToolApproval, message_id: int, outcome: CallOutcome) -> Non
         Message.objects.filter(pk=message_id).update(content=outcome.content, result=outcome.result)
         Turn.objects.filter(pk=approval.turn_id).update(finished_at=timezone.now())
         emit(approval.turn_id, TurnEvent.Type.TOOL_RESULT, phase="tool", tool_name=approval.tool_name,
-             is_error=outcome.is_error, refused=outcome.refused, content=outcome.content[:2000])  # fmt: skip
+             arguments=approval.arguments, is_error=outcome.is_error, refused=outcome.refused,
+             content=outcome.content[:2000])  # fmt: skip
         emit(approval.turn_id, TurnEvent.Type.DONE, phase="done", status=Turn.Status.DONE, content="",
              finish_reason="stop")  # fmt: skip

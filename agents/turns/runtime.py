@@ -531,8 +531,9 @@ class TurnRun:
             self.called.append(call.name)
         # Images, audio and resources go to the console whole; the model read a line about each.
         blocks = {"blocks": non_text(outcome.result["content"])} if outcome.result else {}
-        self.emit(EventType.TOOL_RESULT, phase="tool", tool_name=call.name, is_error=outcome.is_error,
-                  refused=outcome.refused, content=outcome.content[:2000], **blocks)  # fmt: skip
+        self.emit(EventType.TOOL_RESULT, phase="tool", tool_name=call.name, arguments=_arguments(call),
+                  is_error=outcome.is_error, refused=outcome.refused, content=outcome.content[:2000],
+                  **blocks)  # fmt: skip
         return outcome
 
     def run_step(self, step: staged_flows.Step, call: ToolCall, run_call: Callable[[], CallOutcome]) -> CallOutcome:

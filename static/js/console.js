@@ -1,6 +1,6 @@
 // toolhub console, overview, approvals, routing log, workflows and knowledge pages: live-connection state, J/K row
-// keys, approval countdowns, and swapping 409 and 400 answers (a closed approval, a stale workflow version, a stale
-// undo) so their message shows.
+// keys, a conversation's Send (disabled while a turn runs, Ctrl/Cmd+Enter), approval countdowns, and swapping 409
+// and 400 answers (a closed approval, a stale workflow version, a stale undo) so their message shows.
 (function () {
   "use strict";
 
@@ -21,14 +21,23 @@
     var send = document.getElementById("chat-send");
     if (!send) return;
     var sent = send.dataset.turn;
-    if (sent && !document.getElementById("turn-" + sent)) {
-      send.disabled = true;
-      return;
-    }
-    send.disabled = !!document.querySelector("#thread .turn-status.status-queued, #thread .turn-status.status-running, #thread .turn-status.status-waiting");
+    send.disabled = (sent && !document.getElementById("turn-" + sent)) ||
+      !!document.querySelector("#thread .turn-status.status-queued, #thread .turn-status.status-running, #thread .turn-status.status-waiting");
+    var why = document.getElementById("chat-send-why");  // the line that says why Send is disabled, while it is
+    if (why) why.hidden = !send.disabled;
   }
   document.addEventListener("htmx:wsAfterMessage", syncSend);
   document.addEventListener("htmx:afterSwap", syncSend);
+
+  // Ctrl+Enter (⌘+Enter on a Mac) in the message box sends, as Send would (nothing while Send is disabled).
+  document.addEventListener("keydown", function (evt) {
+    if (evt.key !== "Enter" || !(evt.ctrlKey || evt.metaKey) || !evt.target.closest) return;
+    var form = evt.target.closest("form#chat");
+    var send = document.getElementById("chat-send");
+    if (!form || !send) return;
+    evt.preventDefault();
+    if (!send.disabled) form.requestSubmit(send);
+  });
 
   // A deep link to a turn (/console/<id>/#turn-<n>, from the turn search or a tool's activity) scrolls to it and
   // focuses it: when the page loads, when the hash changes (another turn's link on the same page), and once more
@@ -37,6 +46,8 @@
     if (!/^#turn-\d+$/.test(window.location.hash)) return;
     var turn = document.getElementById(window.location.hash.slice(1));
     if (!turn) return;
+    var fold = turn.closest("details.turn-fold");  // an older turn folded to its summary line opens
+    if (fold) fold.open = true;
     turn.setAttribute("tabindex", "-1");
     turn.scrollIntoView({ block: "start" });
     turn.focus({ preventScroll: true });

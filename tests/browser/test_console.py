@@ -176,11 +176,13 @@ WATCH_THREAD = """
     const record = () => {
       const send = document.getElementById('chat-send');
       const statuses = [...document.querySelectorAll('#thread .turn-status')].map((el) => el.textContent.trim());
-      window.__states.push({statuses: statuses.join(','), sendDisabled: send ? send.disabled : null});
+      const why = document.getElementById('chat-send-why');
+      window.__states.push({statuses: statuses.join(','), sendDisabled: send ? send.disabled : null,
+                            whyShown: why ? !why.hidden : null});
     };
     record();
     new MutationObserver(record).observe(document.body, {subtree: true, childList: true, characterData: true,
-                                                         attributes: true, attributeFilter: ['disabled']});
+                                                         attributes: true, attributeFilter: ['disabled', 'hidden']});
   });
 """
 
@@ -201,19 +203,24 @@ def test_a_new_conversation_opens_at_once_streams_its_turn_and_send_waits_for_ea
     # The page showed the turn before it ended, filled live, with Send off the whole time it ran.
     running = [state for state in states if state["statuses"] and state["statuses"] != "done"]
     assert running, states
-    assert all(state["sendDisabled"] for state in running), states
-    assert states[-1] == {"statuses": "done", "sendDisabled": False}
+    assert all(state["sendDisabled"] and state["whyShown"] for state in running), states
+    assert states[-1] == {"statuses": "done", "sendDisabled": False, "whyShown": False}
+    expect(page.locator("#turn-announcer")).to_have_text("The answer is complete.")  # read out by screen readers
 
-    # A second turn from the same page: Send goes off as it is sent and comes back when the turn ends.
+    # A second turn from the same page, sent with Ctrl+Enter from the message box: Send goes off as it is sent,
+    # with the line that says why, and comes back when the turn ends.
     page.evaluate("window.__states = []")
     page.get_by_label("Message").fill("What is 2 + 2?")
-    send.click()
+    page.get_by_label("Message").press("Control+Enter")
     second = page.locator(".turn").nth(1)
     expect(second.locator(".turn-status")).to_have_text("done")
+    expect(second.locator("h2")).to_contain_text("Turn 2")
     expect(send).to_be_enabled()
     states = page.evaluate("window.__states")
     assert any(state["sendDisabled"] for state in states), states
-    assert all(state["sendDisabled"] for state in states if state["statuses"] not in ("done", "done,done")), states
+    assert all(state["sendDisabled"] and state["whyShown"] for state in states
+               if state["statuses"] not in ("done", "done,done")), states  # fmt: skip
+    expect(page.locator("#chat-send-why")).to_be_hidden()
 
 
 PAGES = {"overview": "/", "console-list": "/console/", "routing": "/routing/", "workflows": "/workflows/"}

@@ -94,13 +94,15 @@ def test_the_console_answers_before_the_turn_runs_and_send_waits_for_it(
     assert response.status_code == 302 and response.url == f"/console/{turn.conversation_id}/"
     assert ran == [] and turn.status == Turn.Status.QUEUED  # answered while the turn waits at the gate
     page = client.get(response.url).content.decode()
-    assert re.search(r'<button type="submit" id="chat-send" disabled>Send</button>', page)
+    assert '<button type="submit" id="chat-send" aria-describedby="chat-send-why" disabled>Send</button>' in page
+    assert '<p id="chat-send-why" class="muted send-why">Send waits until' in page  # says why, shown
     gate.set()
     turn_thread(turn.id).join(timeout=10)
     assert ran == [turn.id]
     Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.DONE)
     page = client.get(response.url).content.decode()
-    assert '<button type="submit" id="chat-send">Send</button>' in page
+    assert '<button type="submit" id="chat-send" aria-describedby="chat-send-why">Send</button>' in page
+    assert '<p id="chat-send-why" class="muted send-why" hidden>' in page
 
 
 def test_an_empty_chat_message_is_a_field_error(client):

@@ -46,7 +46,7 @@ def test_each_step_lasts_from_the_event_that_starts_it_to_the_one_that_ends_it()
     timeline = turn_timeline(events)
     assert timeline["total_ms"] == 470
     assert rows(timeline) == [
-        ("Steward", 0, 40, ""),
+        ("Steward, wall clock", 0, 40, ""),
         ("Bundle", 40, 15, "300 schema"),
         ("Knowledge", 55, 5, "1 snippets"),
         ("Model call 1", 70, 130, "500 in · 0 out"),
@@ -117,7 +117,7 @@ def test_the_live_timeline_after_the_last_event_is_the_one_the_page_shows_afterw
         return html.split(f'<details id="turn-{turn.id}-timeline"')[1].split("</details>")[0]
 
     assert section(live) == section(page)
-    assert '<th scope="row">Steward</th>' in section(page) and "Tool calculate" in section(page)
+    assert '<th scope="row">Steward, wall clock</th>' in section(page) and "Tool calculate" in section(page)
     # An earlier event (a gap filled) draws the timeline as it stood then: no tool step yet.
     call = next(e for e in stored_events(turn.id) if e["type"] == "tool_call")
     assert "Tool calculate" not in str(timeline_of(turn.id, up_to=call["sequence"] - 1))
