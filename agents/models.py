@@ -359,6 +359,9 @@ class RoutingLog(models.Model):
     steward_mode = models.CharField(max_length=16, blank=True)
     steward_ms = models.PositiveIntegerField(null=True, blank=True)
     turn_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Of turn_ms, the time the turn waited for people (its approvals, from request to decision): turn_ms - wait_ms is
+    # the machine's time.
+    wait_ms = models.PositiveIntegerField(null=True, blank=True)
     fallback = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 

@@ -37,7 +37,7 @@ def live_context(*, now: datetime.datetime | None = None) -> dict:
             {"turn": latencies["turn"], "steward": latencies["steward"]},
             labels=[timezone.localtime(started).strftime("%H:%M:%S") for started in latencies["started"]],
             keys=[str(pk) for pk in latencies["ids"]],
-            label="Turn and steward milliseconds of the last 60 requests",
+            label="Turn (machine: approval waits left out) and steward milliseconds of the last 60 requests",
             unit="ms",
             x_title=f"request start, oldest to latest ({timezone.get_current_timezone_name()})",
             column="Started",

@@ -1,9 +1,12 @@
 """Writes of RoutingLog: one per steward analysis, completed when the turn knows what was called; and the logged
 requests as the policy simulation replays them (registered with catalog.policies.versions by AgentsConfig)."""
 
+import datetime
 from typing import TYPE_CHECKING
 
-from agents.models import RoutingLog, Turn
+from django.utils import timezone
+
+from agents.models import RoutingLog, ToolApproval, Turn
 from catalog.policies.bundle import CapabilityBundle
 from catalog.policies.decision import RoutingDecision
 from catalog.policies.versions import Replay
@@ -38,8 +41,28 @@ def record_analysis(result: "StewardResult", *, query: str, turn: Turn | None = 
 
 
 def record_outcome(log: RoutingLog, *, called: list[str], turn_ms: int) -> None:
-    """What the model actually called, once the turn is over."""
-    RoutingLog.objects.filter(pk=log.pk).update(called=list(dict.fromkeys(called)), turn_ms=turn_ms)
+    """What the model actually called, once the turn is over, and how much of its time it waited for people."""
+    RoutingLog.objects.filter(pk=log.pk).update(
+        called=list(dict.fromkeys(called)), turn_ms=turn_ms, wait_ms=min(approval_wait_ms(log.turn_id), turn_ms)
+    )
+
+
+def approval_wait_ms(turn_id: int | None) -> int:
+    """Milliseconds the turn waited for its approvals' decisions, each moment counted once (approvals asked in one
+    step wait together); one still undecided counts up to now."""
+    if turn_id is None:
+        return 0
+    now = timezone.now()
+    spans = sorted((asked, decided or now) for asked, decided in
+                   ToolApproval.objects.filter(turn_id=turn_id).values_list("requested_at", "decided_at"))  # fmt: skip
+    waited, end = datetime.timedelta(), None
+    for start, stop in spans:
+        if end is not None and start < end:
+            start = end  # the overlap was counted with the span before
+        if stop > start:
+            waited += stop - start
+            end = stop if end is None else max(end, stop)
+    return round(waited.total_seconds() * 1000)
 
 
 def recent_replays(count: int) -> list[Replay]:

@@ -5,11 +5,12 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from agents.console import charts
+from agents.console import charts, overview
 from agents.console.charts import bar_chart, line_chart, nice_ticks
 from agents.console.metrics import live_counters, recent_latencies, tokens_saved_total, turns_per_minute
-from agents.models import Conversation, ModelProfile, RoutingLog, Turn
+from agents.models import Conversation, ModelProfile, RoutingLog, ToolApproval, Turn
 from agents.turns.budget import token_budget
+from agents.turns.routing_log import approval_wait_ms, record_outcome
 from catalog.knowledge.registry import knowledge_section
 from catalog.models.tokens import count_tokens
 from tests.support.builders import make_user
@@ -44,6 +45,41 @@ def test_live_counters_come_from_turns_and_the_last_hours_logs():
     assert (counters["p95_steward_ms"], counters["p95_turn_ms"]) == (30, 300)
     assert counters["saved_per_request"] == 480 and counters["saved_last_request"] == 470
     assert counters["saved_total"] == 1440  # the old log recorded no catalog tokens, so it saved none
+
+
+def approval(turn: Turn, asked: datetime.datetime, seconds: float | None) -> ToolApproval:
+    row = ToolApproval.objects.create(
+        turn=turn, tool_call_id=f"c{asked.timestamp()}", tool_name="transfer_points", risk="high", arguments={},
+        expires_at=asked + datetime.timedelta(minutes=5),
+    )  # fmt: skip
+    decided = asked + datetime.timedelta(seconds=seconds) if seconds is not None else None
+    ToolApproval.objects.filter(pk=row.pk).update(requested_at=asked, decided_at=decided)
+    return row
+
+
+@pytest.mark.django_db
+def test_a_turns_approval_waits_are_counted_once_and_kept_apart_from_its_machine_time():
+    turn = Turn.objects.create(conversation=Conversation.objects.create(owner=make_user()), status=Turn.Status.DONE)
+    start = timezone.now() - datetime.timedelta(minutes=2)
+    approval(turn, start, 10)  # two approvals asked in one step wait together: 0-10 s and 4-12 s are 12 s
+    approval(turn, start + datetime.timedelta(seconds=4), 8)
+    approval(turn, start + datetime.timedelta(seconds=30), 3)  # a later step's: 3 s more
+    assert approval_wait_ms(turn.id) == 15_000
+    log = routing_log(turn=turn, steward_ms=20)
+    record_outcome(log, called=["transfer_points"], turn_ms=15_400)
+    log.refresh_from_db()
+    assert (log.turn_ms, log.wait_ms) == (15_400, 15_000)
+    routing_log(steward_ms=20, turn_ms=200, wait_ms=0)
+    counters = live_counters()
+    # 400 and 200 ms of machine time; only the turn that waited counts in the wait's p95.
+    assert (counters["p95_turn_ms"], counters["p95_wait_ms"], counters["turns_waited"]) == (400, 15_000, 1)
+    assert recent_latencies()["turn"] == [400, 200]  # the chart's turn line is machine time too, oldest first
+    live = overview.render_live()
+    assert "400 ms</span> p95 turn time, machine only" in live
+    assert "15000 ms</span> p95 wait for an approval (1 turn waited" in live
+    other = Turn.objects.create(conversation=turn.conversation, status=Turn.Status.WAITING)
+    approval(other, timezone.now() - datetime.timedelta(seconds=5), None)  # undecided: counts up to now
+    assert 4_900 <= approval_wait_ms(other.id) <= 60_000
 
 
 @pytest.mark.django_db
