@@ -108,7 +108,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     form = ApiKeyForm
     list_display = ("name", "user", "prefix", "scopes", "revoked", "created_at", "last_used_at")
     list_filter = ("revoked",)
-    fields = ("name", "user", "prefix", "scopes", "revoked", "created_at", "last_used_at")
+    fields = ("name", "user", "prefix", "scopes", "lists_every_permitted_tool", "revoked", "created_at", "last_used_at")
     readonly_fields = ("user", "prefix", "created_at", "last_used_at")
     list_select_related = ("user",)
 

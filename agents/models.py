@@ -444,6 +444,11 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     scopes = models.JSONField(default=default_api_key_scopes, help_text="What the key may be used for (Scope values).")
+    lists_every_permitted_tool = models.BooleanField(
+        default=False,
+        help_text="/mcp lists every tool policy lets this key call, up to TOOLHUB_MCP_LIST_ALL_TOKENS schema tokens, "
+        "for clients that never call tool_search (others: tool_search and what it found).",
+    )
     # Set on the key an OAuth client acts as for its user (agents.mcp_gateway.oauth): it has no secret of its own; its
     # access tokens use it. Revoking it cuts the client off; its scopes narrow what the client's tokens may do.
     oauth_application = models.ForeignKey(

@@ -338,6 +338,9 @@ TOOLHUB_MCP_TIMEOUT = env_float("TOOLHUB_MCP_TIMEOUT", 30.0)
 TOOLHUB_MCP_MAX_TOOLS = env_int("TOOLHUB_MCP_MAX_TOOLS", 2000)
 # Seconds a tool an API key found through tool_search stays listed and callable for that key, across MCP sessions.
 TOOLHUB_MCP_FOUND_TTL = env_int("TOOLHUB_MCP_FOUND_TTL", 3600)
+# A key that lists every permitted tool (ApiKey.lists_every_permitted_tool) gets them up to this many schema tokens;
+# the rest stay callable by name and findable through tool_search.
+TOOLHUB_MCP_LIST_ALL_TOKENS = env_int("TOOLHUB_MCP_LIST_ALL_TOKENS", 16000)
 # Stdio MCP servers (catalog.mcp_client.stdio_process): each runs in its own directory under this one, with only its
 # configured environment, under these limits (0: no limit of that kind). Memory is what it writes to (RLIMIT_DATA):
 # Node reserves ~1 GB of address space at start and WebAssembly ~10 GB per memory, so an address-space limit

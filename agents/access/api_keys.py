@@ -19,11 +19,14 @@ def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def create_api_key(*, user, name: str, scopes=ApiKey.DEFAULT_SCOPES) -> tuple[ApiKey, str]:
-    """Create a key with these scopes (ValidationError for unknown ones); the plain key is returned once only."""
+def create_api_key(*, user, name: str, scopes=ApiKey.DEFAULT_SCOPES, list_every_tool: bool = False
+                   ) -> tuple[ApiKey, str]:  # fmt: skip
+    """Create a key with these scopes (ValidationError for unknown ones); the plain key is returned once only.
+    `list_every_tool`: /mcp lists every tool it may call (ApiKey.lists_every_permitted_tool)."""
     prefix = secrets.token_hex(6)
     key = f"th_{prefix}_{secrets.token_urlsafe(32)}"
-    api_key = ApiKey(name=name, user=user, prefix=prefix, key_hash=_digest(key), scopes=sorted(set(scopes)))
+    api_key = ApiKey(name=name, user=user, prefix=prefix, key_hash=_digest(key), scopes=sorted(set(scopes)),
+                     lists_every_permitted_tool=list_every_tool)  # fmt: skip
     api_key.clean()
     api_key.save()
     return api_key, key

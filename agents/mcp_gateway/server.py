@@ -4,7 +4,8 @@ A session lists tool_search, the tools policy loads without a request (the
 bundle of a neutral RoutingDecision: always-loaded and non-deferred tools
 policy allows), and what its API key found through tool_search in the last
 TOOLHUB_MCP_FOUND_TTL seconds, in any session (agents.mcp_gateway.found_tools: stateless
-clients open a session per call). Calling tool_search analyzes the query with
+clients open a session per call); a key for clients that never search (ApiKey.lists_every_permitted_tool) lists
+every tool it may call, up to TOOLHUB_MCP_LIST_ALL_TOKENS schema tokens. Calling tool_search analyzes the query with
 the steward, as the runtime analyzes a user message, searches what that
 decision allows (catalog.search.service), remembers the found tools for the key and
 sends notifications/tools/list_changed. A tool named in tools/call is decided by its
@@ -57,13 +58,13 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
-from agents.models import ModelProfile
+from agents.models import ApiKey, ModelProfile
 from agents.providers import ToolCall
 from agents.router import StewardContext, analyze
 from agents.tools.results import truncate_blocks
 from agents.turns.tool_calls import CallOutcome, execute, refusal_reason, run_tool_search, schema_problem
 from catalog.mcp_client.client import observing
-from catalog.policies.bundle import CapabilityBundle, LoadedTool, build_bundle
+from catalog.policies.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
 from catalog.policies.decision import CatalogEntry, RoutingDecision, current_catalog
 from toolhub import rate_limits
 from toolhub.db_pool import RETRY_AFTER_SECONDS, unavailable_message
@@ -123,13 +124,29 @@ class _Bundles:
             self._current()
             return self._by_name.get(name)
 
+    def entries(self) -> tuple[CatalogEntry, ...]:
+        with self._lock:
+            return self._current()
+
 
 _bundles = _Bundles()
 
 
-def session_tools(found: dict[str, RoutingDecision]) -> list[LoadedTool]:
-    """A session's tool list: the neutral bundle's loaded tools, then what its key found that policy still allows."""
+def session_tools(found: dict[str, RoutingDecision], *, every_permitted: bool = False) -> list[LoadedTool]:
+    """A session's tool list: the neutral bundle's loaded tools, then what its key found that policy still allows.
+
+    `every_permitted` (a key for clients that never search, ApiKey.lists_every_permitted_tool): then every other
+    tool a direct call may run, by name, while the list stays within TOOLHUB_MCP_LIST_ALL_TOKENS schema tokens."""
     tools = {tool.name: tool for tool in _bundles.get(NEUTRAL).loaded}
+    if every_permitted:
+        budget = settings.TOOLHUB_MCP_LIST_ALL_TOKENS - sum(tool.schema_tokens for tool in tools.values())
+        for entry in sorted(_bundles.entries(), key=lambda entry: entry.name):
+            if entry.name in tools or direct_calls.refusal(entry.name, entry) is not None:
+                continue
+            tool = loaded_tool(entry)
+            if tool.schema_tokens <= budget:
+                tools[tool.name] = tool
+                budget -= tool.schema_tokens
     by_decision: dict[RoutingDecision, list[str]] = defaultdict(list)
     for name, decision in found.items():
         by_decision[decision].append(name)
@@ -252,7 +269,9 @@ def _caller(ctx) -> int:
 def build_server() -> Server:
     async def on_list_tools(ctx, params) -> types.ListToolsResult:
         def listing() -> list[types.Tool]:
-            return [_mcp_tool(tool) for tool in session_tools(found_tools(_caller(ctx)))]
+            key = _caller(ctx)
+            every = ApiKey.objects.filter(pk=key, lists_every_permitted_tool=True).exists()
+            return [_mcp_tool(tool) for tool in session_tools(found_tools(key), every_permitted=every)]
 
         return types.ListToolsResult(tools=await database_sync_to_async(listing)())
 

@@ -1,8 +1,10 @@
 """The knowledge registry: select the snippets relevant to a request, keep versions, track reviews.
 
 Snippets are versioned rows sharing a `key`; only the newest version of each
-is ever selected. Editing adds a version (the old one stays, diffable);
-marking reviewed stamps the current version. A stale snippet (past its review
+is ever selected. Editing adds a version (the old one stays, diffable) and
+counts as its author's review, except a change of owner: that asks the new
+owner to review (review_requested) and keeps the last review's date. Marking
+reviewed stamps the current version. A stale snippet (past its review
 interval) is still used, but flagged so the routing log and console show it.
 Selection never reaches outside the decision's domains.
 """
@@ -176,19 +178,28 @@ def revise_snippet(snippet: KnowledgeSnippet, *, author, **changes) -> Knowledge
     if unknown:
         raise ValueError(f"Cannot revise {', '.join(sorted(unknown))} of a snippet.")
     latest = KnowledgeSnippet.objects.select_for_update().filter(key=snippet.key).order_by("-version").first()
-    fields = {name: getattr(latest, name) for name in REVISABLE} | changes
-    revision = KnowledgeSnippet(
-        key=latest.key,
-        domain=latest.domain,
-        version=latest.version + 1,
-        last_reviewed=timezone.localdate(),
-        reviewed_by=author,
-        author=author,
-        **fields,
-    )
+    revision = _next_version(latest, author=author, changes=changes)
     revision.full_clean()
     revision.save()
     return revision
+
+
+def _next_version(latest: KnowledgeSnippet, *, author, changes: dict) -> KnowledgeSnippet:
+    """The unsaved version after `latest` with `changes`. An edit counts as its author's review, except a change of
+    owner: a new owner has not reviewed it yet, so the last review stands and they are asked for one."""
+    fields = {name: getattr(latest, name) for name in REVISABLE} | changes
+    reassigned = fields["owner"] != latest.owner
+    by_owner = author is not None and author.get_username() == fields["owner"]
+    return KnowledgeSnippet(
+        key=latest.key,
+        domain_id=latest.domain_id,
+        version=latest.version + 1,
+        last_reviewed=latest.last_reviewed if reassigned else timezone.localdate(),
+        reviewed_by_id=latest.reviewed_by_id if reassigned else getattr(author, "pk", None),
+        review_requested=reassigned or (latest.review_requested and not by_owner),
+        author=author,
+        **fields,
+    )
 
 
 @dataclass(frozen=True)
@@ -198,6 +209,7 @@ class ReviewStamp:
     last_reviewed: datetime.date
     reviewed_by_id: int | None
     updated_at: datetime.datetime
+    review_requested: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,7 +230,7 @@ def mark_reviewed(snippet: KnowledgeSnippet, *, user, today: datetime.date | Non
     """Stamp the row reviewed today by `user`; the Review returned carries what undo_review needs."""
     row = KnowledgeSnippet.objects.select_for_update().only("title", *_STAMP_FIELDS).get(pk=snippet.pk)
     before = _stamp_of(row)
-    after = ReviewStamp(today or timezone.localdate(), user.pk, timezone.now())
+    after = ReviewStamp(today or timezone.localdate(), user.pk, timezone.now(), review_requested=False)
     KnowledgeSnippet.objects.filter(pk=row.pk).update(**vars(after))
     return Review(snippet_id=row.pk, title=row.title, before=before, after=after)
 
@@ -229,6 +241,40 @@ def undo_review(review: Review) -> bool:
     newer = KnowledgeSnippet.objects.filter(key=OuterRef("key"), version__gt=OuterRef("version"))
     untouched = KnowledgeSnippet.objects.filter(pk=review.snippet_id, **vars(review.after)).exclude(Exists(newer))
     return untouched.update(**vars(review.before)) == 1
+
+
+BULK_LIMIT = 1000  # snippets one bulk action may change
+
+
+class UnknownSnippets(ValueError):
+    """Some keys name no snippet: a bulk action changes nothing then."""
+
+
+def _current_rows(keys: list[str]) -> list[KnowledgeSnippet]:
+    if len(keys) > BULK_LIMIT:
+        raise ValueError(f"At most {BULK_LIMIT} snippets at once ({len(keys)} chosen).")
+    rows = list(current_snippets().filter(key__in=keys).select_for_update(of=("self",)).order_by("key"))
+    missing = sorted(set(keys) - {row.key for row in rows})
+    if missing:
+        raise UnknownSnippets(f"No snippet with the key {', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}.")
+    return rows
+
+
+@transaction.atomic
+def mark_all_reviewed(keys: list[str], *, user, today: datetime.date | None = None) -> list[Review]:
+    """Mark every current snippet of `keys` reviewed, all or none (UnknownSnippets, nothing written)."""
+    return [mark_reviewed(row, user=user, today=today) for row in _current_rows(keys)]
+
+
+@transaction.atomic
+def reassign_all(keys: list[str], *, owner: str, author) -> list[KnowledgeSnippet]:
+    """A new version of each current snippet of `keys` owned by `owner`, all or none, in one insert; a snippet
+    `owner` already owns is left as it is. Each new owner is asked to review, which is not a review."""
+    if len(owner) > KnowledgeSnippet._meta.get_field("owner").max_length or not owner.strip():
+        raise ValueError("An owner is 1 to 200 characters.")
+    revisions = [_next_version(row, author=author, changes={"owner": owner})
+                 for row in _current_rows(keys) if row.owner != owner]  # fmt: skip
+    return KnowledgeSnippet.objects.bulk_create(revisions)
 
 
 def review_token(review: Review) -> str:
@@ -246,20 +292,21 @@ def review_from_token(token: str, *, max_age: int) -> Review:
     return Review(data["id"], data["title"], _stamp_from(data["before"]), _stamp_from(data["after"]))
 
 
-_STAMP_FIELDS = ("last_reviewed", "reviewed_by_id", "updated_at")
+_STAMP_FIELDS = ("last_reviewed", "reviewed_by_id", "updated_at", "review_requested")
 
 
 def _stamp_of(row: KnowledgeSnippet) -> ReviewStamp:
-    return ReviewStamp(row.last_reviewed, row.reviewed_by_id, row.updated_at)
+    return ReviewStamp(row.last_reviewed, row.reviewed_by_id, row.updated_at, row.review_requested)
 
 
 def _stamp_data(stamp: ReviewStamp) -> list:
-    return [stamp.last_reviewed.isoformat(), stamp.reviewed_by_id, stamp.updated_at.isoformat()]
+    return [stamp.last_reviewed.isoformat(), stamp.reviewed_by_id, stamp.updated_at.isoformat(), stamp.review_requested]
 
 
 def _stamp_from(data: list) -> ReviewStamp:
-    reviewed, by, updated = data
-    return ReviewStamp(datetime.date.fromisoformat(reviewed), by, datetime.datetime.fromisoformat(updated))
+    reviewed, by, updated, *requested = data  # tokens signed before review_requested have three fields
+    return ReviewStamp(datetime.date.fromisoformat(reviewed), by, datetime.datetime.fromisoformat(updated),
+                       bool(requested and requested[0]))  # fmt: skip
 
 
 @dataclass(frozen=True)

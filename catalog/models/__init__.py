@@ -266,6 +266,9 @@ class KnowledgeSnippet(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     review_interval_days = models.PositiveIntegerField(default=90)
+    # The owner changed: the new owner is asked to review it (in the review queue until they do); a reassignment
+    # is not a review.
+    review_requested = models.BooleanField(default=False)
     version = models.PositiveIntegerField(default=1)
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

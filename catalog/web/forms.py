@@ -4,9 +4,12 @@ Saving goes through catalog.policies.versions (new PolicyVersion) and catalog.kn
 (new snippet version), so every write path keeps the same history rules.
 """
 
+import unicodedata
+
 from django import forms
 
-from catalog.knowledge.registry import REVISABLE
+from catalog.knowledge.registry import BULK_LIMIT, REVISABLE
+from catalog.knowledge.selectors import DUE_SOON_DAYS
 from catalog.models import (
     READ_ONLY_OPERATIONS,
     Domain,
@@ -121,7 +124,8 @@ class SnippetForm(forms.ModelForm):
     class Meta:
         model = KnowledgeSnippet
         fields = REVISABLE
-        widgets = {"text": forms.Textarea(attrs={"rows": 8})}
+        # The owner is typed or picked from users and existing owners (the page's datalist, selectors.owner_choices).
+        widgets = {"text": forms.Textarea(attrs={"rows": 8}), "owner": forms.TextInput(attrs={"list": "owner-choices"})}
 
     def changes(self) -> dict:
         return {name: self.cleaned_data[name] for name in self.changed_data if name in REVISABLE}
@@ -140,13 +144,42 @@ class SnippetForm(forms.ModelForm):
 class SnippetFilterForm(forms.Form):
     """Query-string filters of the knowledge pages (deep-linkable)."""
 
-    SHOW_CHOICES = (("stale", "stale queue"), ("all", "all snippets"))
+    SHOW_CHOICES = (("stale", "review queue"), ("soon", f"due within {DUE_SOON_DAYS} days"), ("all", "all snippets"))
 
     show = forms.ChoiceField(choices=SHOW_CHOICES, required=False)
     owner = forms.CharField(required=False, max_length=200)
     domain = forms.ModelChoiceField(
         queryset=Domain.objects.all(), to_field_name="name", required=False, empty_label="any"
     )
+
+
+class BulkSnippetForm(forms.Form):
+    """A bulk action on the knowledge list's chosen snippets: mark them reviewed, or give them a new owner."""
+
+    ACTIONS = (("review", "Mark reviewed"), ("reassign", "Reassign"))
+
+    keys = forms.MultipleChoiceField(choices=(), error_messages={"required": "Choose at least one snippet."})
+    action = forms.ChoiceField(choices=ACTIONS)
+    owner = forms.CharField(required=False, max_length=KnowledgeSnippet._meta.get_field("owner").max_length)
+
+    def __init__(self, *args, current_keys, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["keys"].choices = [(key, key) for key in current_keys]
+
+    def clean_keys(self):
+        keys = self.cleaned_data["keys"]
+        if len(keys) > BULK_LIMIT:
+            raise forms.ValidationError(f"At most {BULK_LIMIT} snippets at once ({len(keys)} chosen).")
+        return keys
+
+    def clean(self):
+        cleaned = super().clean()
+        owner = cleaned.get("owner", "")
+        if any(unicodedata.category(char) == "Cc" for char in owner):
+            self.add_error("owner", "An owner is one line of text, without control characters.")
+        elif cleaned.get("action") == "reassign" and not owner:
+            self.add_error("owner", "Reassigning needs the new owner.")
+        return cleaned
 
 
 class ToolFilterForm(forms.Form):

@@ -25,6 +25,7 @@ from catalog.policies.four_eyes import (
     pending_changes,
     request_change,
 )
+from catalog.policies.selectors import tools_needing_policy
 from catalog.policies.versions import (
     PolicyConflict,
     recent_replays,
@@ -54,6 +55,7 @@ def policy_list(request):
     context = tool_list_context(request) | {"can_edit": request.user.has_perm(EDIT_POLICY)}
     if not request.htmx:
         context["pending_changes"] = list(pending_changes())
+        context["awaiting_review"] = tools_needing_policy().count()
     template = "catalog/policies.html#policy-table" if request.htmx else "catalog/policies.html"
     return render(request, template, context)
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import converters, mcp_views, policy_views, views  # noqa: F401  (converters registers <tool:...>)
+from . import converters, mcp_views, policy_views, review_views, views  # noqa: F401  (converters registers <tool:...>)
 
 urlpatterns = [
     path("catalog/", views.catalog_list, name="catalog"),
@@ -9,6 +9,8 @@ urlpatterns = [
     path("catalog/<tool:name>/examples/<int:pk>/", views.tool_example_edit, name="tool-example-edit"),
     path("catalog/<tool:name>/examples/<int:pk>/delete/", views.tool_example_delete, name="tool-example-delete"),
     path("policies/", policy_views.policy_list, name="policies"),
+    # "-" keeps the queue apart from the tools' pages: a tool may be named "review", never "-/review".
+    path("policies/-/review/", review_views.policy_review, name="policy-review"),
     path("policies/<tool:name>/", policy_views.policy_detail, name="policy-detail"),
     path("policies/<tool:name>/simulate", policy_views.policy_simulation, name="policy-simulate"),
     path("policies/<tool:name>/rollback/<int:number>/", policy_views.policy_rollback, name="policy-rollback"),
@@ -16,6 +18,7 @@ urlpatterns = [
     path("policies/<tool:name>/always-load", policy_views.policy_always_load, name="policy-always-load"),
     path("knowledge/", views.knowledge_list, name="knowledge"),
     path("knowledge/export.csv", views.knowledge_export, name="knowledge-export"),
+    path("knowledge/bulk", views.knowledge_bulk, name="knowledge-bulk"),
     path("knowledge/<slug:key>/", views.knowledge_detail, name="knowledge-detail"),
     path("knowledge/<slug:key>/review", views.knowledge_review, name="knowledge-review"),
     path("knowledge/<slug:key>/review/undo", views.knowledge_undo_review, name="knowledge-review-undo"),

@@ -19,21 +19,24 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from catalog.knowledge.registry import (
+    UnknownSnippets,
     current_snippets,
+    mark_all_reviewed,
     mark_reviewed,
+    reassign_all,
     review_from_token,
     review_token,
     revise_snippet,
     snippet_diff,
     undo_review,
 )
-from catalog.knowledge.selectors import snippet_owners, snippets_for_review
+from catalog.knowledge.selectors import owner_choices, snippet_owners, snippets_for_review
 from catalog.models import KnowledgeSnippet, Tool, ToolExample
 from catalog.policies.deferral import is_deferred
 from catalog.policies.selectors import catalog_schema_tokens, search_tools, tools_needing_policy
 from catalog.search.tool_examples import ExampleRefused, add_example, edit_example
 
-from .forms import SnippetFilterForm, SnippetForm, ToolExampleForm, ToolFilterForm
+from .forms import BulkSnippetForm, SnippetFilterForm, SnippetForm, ToolExampleForm, ToolFilterForm
 
 VIEW_TOOL = "catalog.view_tool"
 VIEW_SNIPPET = "catalog.view_knowledgesnippet"
@@ -95,7 +98,7 @@ def _snippet_filters(request) -> tuple[SnippetFilterForm, dict]:
     data = form.cleaned_data if form.is_valid() else {}
     domain = data.get("domain")
     return form, {
-        "stale_only": data.get("show") != "all",
+        "show": data.get("show") or "stale",
         "owner": data.get("owner", ""),
         "domain": domain.name if domain else "",
     }
@@ -119,6 +122,7 @@ def _knowledge_context(request, feedback: dict | None = None, *, focus: str = ""
         "filters": filters,
         "snippets": snippets_for_review(**filters),
         "owners": snippet_owners(),
+        "owner_choices": owner_choices(),
         "can_edit": request.user.has_perm(EDIT_SNIPPET),
         "query_string": request.GET.urlencode(),
         "feedback": feedback,
@@ -146,6 +150,40 @@ def knowledge_review(request, key):
             "feedback": feedback,
         }
         return render(request, "catalog/knowledge.html#reviewed", context)
+    request.session[UNDO_SESSION_KEY] = feedback
+    return redirect(f"{reverse('knowledge')}?{request.GET.urlencode()}")
+
+
+@login_required
+@permission_required(EDIT_SNIPPET, raise_exception=True)
+@require_POST
+def knowledge_bulk(request):
+    """Mark the chosen snippets reviewed, or reassign them (each new owner is asked to review), all or none: a
+    form error or an unknown key is a 400 with nothing changed. Answers the list as it is now with the outcome."""
+    form = BulkSnippetForm(request.POST, current_keys=current_snippets().values_list("key", flat=True))
+    feedback: dict
+    status = 400
+    if not form.is_valid():
+        feedback = {"message": " ".join(error for errors in form.errors.values() for error in errors), "error": True}
+    else:
+        keys = form.cleaned_data["keys"]
+        try:
+            if form.cleaned_data["action"] == "review":
+                done = len(mark_all_reviewed(keys, user=request.user))
+                feedback = {"message": f"{done} snippet{'s' if done != 1 else ''} marked reviewed."}
+            else:
+                owner = form.cleaned_data["owner"]
+                done = len(reassign_all(keys, owner=owner, author=request.user))
+                feedback = {"message": f"{done} snippet{'s' if done != 1 else ''} reassigned to {owner}, who is "
+                                       "asked to review them."}  # fmt: skip
+            status = 200
+        except (UnknownSnippets, ValueError) as error:
+            feedback = {"message": f"{error} Nothing was changed.", "error": True}
+    if request.htmx:
+        context = _knowledge_context(request, feedback)
+        return render(request, "catalog/knowledge.html#undone", context, status=status)
+    if status != 200:
+        return render(request, "catalog/knowledge.html", _knowledge_context(request, feedback), status=status)
     request.session[UNDO_SESSION_KEY] = feedback
     return redirect(f"{reverse('knowledge')}?{request.GET.urlencode()}")
 
@@ -204,7 +242,8 @@ def knowledge_detail(request, key):
     elif can_edit:
         form = SnippetForm(instance=current)
     diffs = [(new, snippet_diff(old, new)) for new, old in zip(versions, versions[1:], strict=False)]
-    context = {"current": current, "versions": versions, "diffs": diffs, "form": form, "can_edit": can_edit}
+    context = {"current": current, "versions": versions, "diffs": diffs, "form": form, "can_edit": can_edit,
+               "owner_choices": owner_choices() if can_edit else []}  # fmt: skip
     return render(request, "catalog/knowledge_detail.html", context)
 
 

@@ -94,6 +94,15 @@
     if (inUse || typed) evt.preventDefault();
   });
 
+  // A "choose all" checkbox ([data-choose-all]: a form's id) checks or clears every checkbox of that form listed.
+  document.addEventListener("change", function (evt) {
+    var all = evt.target;
+    if (!all.dataset || !all.dataset.chooseAll) return;
+    document.querySelectorAll('input[type=checkbox][form="' + all.dataset.chooseAll + '"]').forEach(function (box) {
+      box.checked = all.checked;
+    });
+  });
+
   // J / K move between the rows of the page's list ([data-rows] > [data-row]); Enter opens the focused row's link.
   function rows() {
     var list = document.querySelector("[data-rows]");

@@ -33,6 +33,7 @@ NOT_PAGES = {
     "tool-example-delete": "POST only (its form is on the tool's page)",
     "knowledge-export": "CSV",
     "knowledge-review-undo": "POST only (its button follows a review on /knowledge/)",
+    "knowledge-bulk": "POST only (its buttons are on /knowledge/)",
     "mcp-server-test": "POST only (its button is on the server's page)",
     "mcp-server-sync": "POST only (its button is on the server's page)",
     "mcp-server-progress": "an htmx fragment of the server's page",
@@ -59,8 +60,8 @@ RUN_AXE = """async () => {
 PAGE_NAMES = (
     "overview", "console", "console-conversation", "approvals", "turn-search", "tool-activity", "routing",
     "routing-detail", "workflows", "catalog", "tool-detail", "policies", "policy-detail", "policy-simulate",
-    "policy-rollback", "knowledge", "knowledge-review", "knowledge-detail", "mcp-servers", "mcp-server-detail",
-    "mcp-server-add", "mcp-server-edit",
+    "policy-rollback", "policy-review", "knowledge", "knowledge-review", "knowledge-detail", "mcp-servers",
+    "mcp-server-detail", "mcp-server-add", "mcp-server-edit",
 )  # fmt: skip
 
 
@@ -140,6 +141,7 @@ def build_pages(page, ask_in_console) -> dict[str, str]:
         "policy-detail": "/policies/calculate/",
         "policy-simulate": "/policies/calculate/",  # Simulate swaps the simulation into the editor
         "policy-rollback": "/policies/calculate/rollback/1/",
+        "policy-review": "/policies/-/review/",  # the demo's tools without an active policy, with their proposals
         "knowledge": "/knowledge/",
         "knowledge-review": "/knowledge/",  # Mark reviewed: the row goes, its feedback offers Undo
         "knowledge-detail": f"/knowledge/{snippet.key}/",

@@ -75,6 +75,36 @@ def test_marking_a_stale_snippet_reviewed_shrinks_the_queue(page, log_in):
     expect(rows).to_have_count(before - 1)
 
 
+def test_bulk_review_and_reassign_by_keyboard_alone(page, log_in, screenshot):
+    late = [stale_snippet(f"Browser test: bulk {n}", overdue=500 + n) for n in range(3)]
+    log_in(page, "operator")
+    page.goto("/knowledge/")
+    rows = page.locator("#snippet-table tbody tr")
+    count = rows.count()
+    # Space ticks the two most overdue rows' boxes; Tab reaches the bulk buttons above the table.
+    for snippet in late[2:0:-1]:
+        page.get_by_role("checkbox", name=f"Choose {snippet.title}").focus()
+        page.keyboard.press("Space")
+    page.get_by_role("button", name="Mark chosen reviewed").focus()
+    page.keyboard.press("Enter")
+    status = page.locator("#review-feedback")
+    expect(status).to_contain_text("2 snippets marked reviewed.")
+    expect(rows).to_have_count(count - 2)
+    assert page.url.endswith("/knowledge/")  # htmx swapped the queue in place
+
+    # Choose every listed row with the header's box, then reassign them all to a user picked by typing.
+    page.get_by_role("checkbox", name="Choose every snippet listed").focus()
+    page.keyboard.press("Space")
+    page.get_by_label("New owner").focus()
+    page.keyboard.type("viewer")
+    page.get_by_role("button", name="Reassign chosen").focus()
+    page.keyboard.press("Enter")
+    expect(status).to_contain_text("reassigned to viewer, who is asked to review them.")
+    expect(page.locator(f"#snippet-{late[0].key}")).to_contain_text("asked to review")  # still queued: not a review
+    screenshot(page, "knowledge-bulk-1280")
+    assert KnowledgeSnippet.objects.filter(key=late[0].key, owner="viewer", review_requested=True).exists()
+
+
 def no_sideways_scroll(page) -> bool:
     return page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
 

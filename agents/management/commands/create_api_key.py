@@ -23,12 +23,19 @@ class Command(BaseCommand):
             help=f"what the key may do, repeatable (default: {' and '.join(ApiKey.DEFAULT_SCOPES)}): "
             + "; ".join(label for _, label in ApiKey.Scope.choices),
         )
+        parser.add_argument(
+            "--list-every-tool",
+            action="store_true",
+            help="/mcp lists every tool the key may call (for MCP clients that never call tool_search), up to "
+            "TOOLHUB_MCP_LIST_ALL_TOKENS schema tokens",
+        )
 
-    def handle(self, *args, name, user, scopes, **options):
+    def handle(self, *args, name, user, scopes, list_every_tool=False, **options):
         account = get_user_model().objects.filter(username=user).first()
         if account is None:
             raise CommandError(f"No user named {user!r}; create it first or pass --user.")
-        api_key, key = create_api_key(user=account, name=name, scopes=scopes or ApiKey.DEFAULT_SCOPES)
+        api_key, key = create_api_key(user=account, name=name, scopes=scopes or ApiKey.DEFAULT_SCOPES,
+                                      list_every_tool=list_every_tool)  # fmt: skip
         self.stdout.write(
             f"API key {api_key.name!r} for {account.get_username()}, scopes {', '.join(api_key.scopes)} "
             "(shown once, store it now):"

@@ -226,3 +226,49 @@ async def test_only_the_mcp_path_goes_to_the_mcp_app():
 
     assert calls == [("mcp", "/mcp"), ("mcp", "/mcp/"), ("django", "/mcp-servers/"),
                      ("django", "/mcp-servers/loyalty/"), ("django", "/catalog/")]  # fmt: skip
+
+
+@pytest.fixture
+def more_policies(catalog):
+    make_policy(make_tool("rejected_thing", should_defer=True), status=ToolPolicy.Status.REJECTED)
+    make_policy(make_tool("risky_unconfirmed", should_defer=True), risk="high")
+    make_policy(make_tool("phase_step", should_defer=True), workflow_phases=["draft"])
+    make_policy(make_tool("draft_thing", should_defer=True), status=ToolPolicy.Status.DRAFT)
+
+
+def test_a_key_for_clients_that_never_search_lists_every_tool_it_may_call(more_policies, key):
+    # Denied, draft, unconfirmed high-risk, phase-bound and unpolicied tools stay out, as from a direct call.
+    assert {t.name for t in session_tools({}, every_permitted=True)} == {
+        "tool_search", "calculate", "read_secret", "lookup_thing", "make_thing"
+    }  # fmt: skip
+
+
+def test_listing_every_tool_stops_at_the_token_budget_and_the_rest_stay_callable(more_policies, key, settings):
+    neutral = sum(tool.schema_tokens for tool in session_tools({}))
+    extra = {t.name: t.schema_tokens for t in session_tools({}, every_permitted=True)}
+    settings.TOOLHUB_MCP_LIST_ALL_TOKENS = neutral + extra["lookup_thing"]  # room for one more, by name
+    assert {t.name for t in session_tools({}, every_permitted=True)} - listed(key) == {"lookup_thing"}
+    settings.TOOLHUB_MCP_LIST_ALL_TOKENS = 0  # the always-loaded tools are listed whatever the budget
+    assert {t.name for t in session_tools({}, every_permitted=True)} == listed(key)
+    assert not_connected(call("make_thing", {"q": "x"}, key))  # over the budget: still permitted by name
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_tools_list_of_a_list_every_tool_key_carries_a_deferred_tools_output_schema(mcp_endpoint):
+    output = {"type": "object", "properties": {"count": {"type": "integer"}}}
+
+    def prepare() -> tuple[str, str]:
+        make_policy(make_tool("count_things", should_defer=True, output_schema=output))
+        user = make_user("client", role="viewer")
+        return create_api_key(user=user, name="lists all", list_every_tool=True)[1], create_api_key(
+            user=user, name="searches"
+        )[1]
+
+    every, searching = await sync_to_async(prepare)()
+    tools = {}
+    for name, key in (("every", every), ("searching", searching)):
+        client = McpAsgiClient(mcp_endpoint, key)
+        assert (await client.initialize()).status == 200
+        tools[name] = {tool["name"]: tool for tool in (await client.list_tools()).result["tools"]}
+    assert tools["every"]["count_things"]["outputSchema"] == output and "count_things" not in tools["searching"]
