@@ -30,7 +30,7 @@ from catalog.models import Tool
 from catalog.policies.four_eyes import pending_changes
 from catalog.policies.selectors import catalog_schema_tokens, tools_needing_policy
 
-from . import approval_inbox, fragments
+from . import approval_inbox, breakdown, fragments
 from . import overview as live_overview
 from .examples import EXAMPLE_REQUESTS
 from .forms import (
@@ -77,8 +77,16 @@ def overview(request):
         "stale_snippet_count": len(stale_snippets()),
         "pending_policy_changes": pending_changes().count(),
         **live_overview.live_context(),
+        **_range_context(request),
     }
-    return render(request, "agents/overview.html", context)
+    return render(request, "agents/overview.html", context, status=400 if context["range_error"] else 200)
+
+
+def _range_context(request) -> dict:
+    """The overview's breakdown over the range the address asks for (agents/console/breakdown.py)."""
+    span, error = breakdown.time_range(request.GET)
+    return {"span": span, "range_error": error, "breakdown": breakdown.breakdown(span), "ranges": breakdown.RANGES,
+            "custom": {"from": request.GET.get("from", "")[:32], "to": request.GET.get("to", "")[:32]}}  # fmt: skip
 
 
 @login_required

@@ -1,0 +1,128 @@
+"""The overview's breakdown over a chosen time range: turns by model profile, channel and API key, tool calls by tool,
+and the range's latency figures with machine time apart from people's. Reads only, a few aggregate queries whatever
+the number of turns.
+
+A range is the last hour, day or week, or a custom span (`from` and `to` as the operator's local date and time,
+at most MAX_CUSTOM_DAYS long); anything else is a form error, never a 500.
+"""
+
+import datetime
+from dataclasses import dataclass
+
+from django.db.models import Avg, Count, F, Q, Value
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
+
+from agents.models import RoutingLog, Turn
+
+from .fragments import tool_link
+from .metrics import percentile, tool_outcomes
+
+RANGES = {
+    "hour": ("last hour", datetime.timedelta(hours=1)),
+    "day": ("last 24 hours", datetime.timedelta(days=1)),
+    "week": ("last 7 days", datetime.timedelta(days=7)),
+}
+DEFAULT_RANGE = "hour"
+MAX_CUSTOM_DAYS = 92
+TOP_ROWS = 20  # rows a breakdown table shows; the rest are summed as "others"
+MACHINE_MS = Greatest(F("turn_ms") - Coalesce(F("wait_ms"), Value(0)), Value(0))
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    key: str  # hour, day, week or custom
+    label: str
+    since: datetime.datetime
+    until: datetime.datetime
+
+
+def time_range(params, *, now: datetime.datetime | None = None) -> tuple[TimeRange, str]:
+    """The range the query string asks for, and an error message ("" when none; the default range is used then)."""
+    now = now or timezone.now()
+    key = params.get("range", DEFAULT_RANGE)
+    if key in RANGES:
+        label, span = RANGES[key]
+        return TimeRange(key, label, now - span, now), ""
+    default = time_range({}, now=now)[0]
+    if key != "custom":
+        return default, f"Unknown range {key[:40]!r}: showing the {default.label}."
+    try:
+        since, until = (_local(params.get(name, "")) for name in ("from", "to"))
+    except ValueError:
+        return default, "A custom range needs a start and an end as a date and time (YYYY-MM-DDTHH:MM)."
+    if since >= until:
+        return default, "A custom range must start before it ends."
+    if until - since > datetime.timedelta(days=MAX_CUSTOM_DAYS):
+        return default, f"A custom range may span at most {MAX_CUSTOM_DAYS} days."
+    label = f"{timezone.localtime(since):%Y-%m-%d %H:%M} to {timezone.localtime(until):%Y-%m-%d %H:%M}"
+    return TimeRange("custom", label, since, until), ""
+
+
+def _local(text: str) -> datetime.datetime:
+    moment = datetime.datetime.fromisoformat(text.strip()[:32])
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+
+
+def breakdown(span: TimeRange) -> dict:
+    """Every figure of the range: totals, machine and approval-wait p95s, and the tables by profile, channel, key
+    and tool (each at most TOP_ROWS rows, the rest summed as "others")."""
+    turns = Turn.objects.filter(created_at__gte=span.since, created_at__lt=span.until).order_by()
+    failed = Count("id", filter=Q(status=Turn.Status.FAILED))
+    logs = RoutingLog.objects.filter(created_at__gte=span.since, created_at__lt=span.until, turn_ms__isnull=False)
+    machine = list(logs.annotate(machine=MACHINE_MS).values_list("machine", flat=True))
+    waits = list(logs.filter(wait_ms__gt=0).values_list("wait_ms", flat=True))
+    totals = turns.aggregate(turns=Count("id"), failed=failed)
+    return {
+        "turns": totals["turns"],
+        "failed": totals["failed"],
+        "failure_rate": totals["failed"] / totals["turns"] if totals["turns"] else None,
+        "p95_machine_ms": percentile(machine, 0.95),
+        "p50_machine_ms": percentile(machine, 0.50),
+        "p95_wait_ms": percentile(waits, 0.95),
+        "turns_waited": len(waits),
+        "by_profile": _rows(
+            turns,
+            "conversation__model_profile__name",
+            "default profile",
+            failed,
+            logs,
+            "turn__conversation__model_profile__name",
+        ),  # fmt: skip
+        "by_channel": _rows(turns, "conversation__channel", "unknown", failed, logs, "turn__conversation__channel"),
+        "by_key": _rows(
+            turns, "conversation__api_key_name", "no key (console)", failed, logs, "turn__conversation__api_key_name"
+        ),  # fmt: skip
+        "by_tool": _tools(span),
+    }
+
+
+def _rows(turns, field: str, blank: str, failed, logs, log_field: str) -> list[dict]:
+    """Turns and failures per value of `field`, with the mean machine milliseconds of their finished turns."""
+    counted = turns.values(field).annotate(turns=Count("id"), failed=failed).order_by("-turns")
+    means = {row[log_field]: row["mean"] for row in logs.values(log_field).annotate(mean=Avg(MACHINE_MS)).order_by()}
+    rows = [
+        {
+            "name": row[field] or blank,
+            "turns": row["turns"],
+            "failed": row["failed"],
+            "mean_machine_ms": round(means[row[field]]) if means.get(row[field]) is not None else None,
+        }  # fmt: skip
+        for row in counted
+    ]
+    return _top(rows, ("turns", "failed"))
+
+
+def _tools(span: TimeRange) -> list[dict]:
+    outcomes = tool_outcomes(since=span.since, until=span.until)
+    rows = [{"name": name, "calls": calls, "failed": errors, "link": tool_link(name)["activity"]}
+            for name, (calls, errors) in outcomes.items()]  # fmt: skip
+    return _top(sorted(rows, key=lambda row: (-row["calls"], row["name"])), ("calls", "failed"))
+
+
+def _top(rows: list[dict], summed: tuple[str, ...]) -> list[dict]:
+    if len(rows) <= TOP_ROWS:
+        return rows
+    rest = rows[TOP_ROWS - 1 :]
+    others = {"name": f"{len(rest)} others", "others": True, **{key: sum(row[key] for row in rest) for key in summed}}
+    return [*rows[: TOP_ROWS - 1], others]

@@ -1,0 +1,105 @@
+"""The overview's breakdown over a chosen range: hour, day, week or a custom span; turns by profile, channel and key,
+tool calls by tool; machine time apart from approval waits; bad ranges are a 400 showing the default."""
+
+import datetime
+
+import pytest
+from django.utils import timezone
+
+from agents.console import breakdown
+from agents.console.breakdown import TOP_ROWS, TimeRange, time_range
+from agents.models import Conversation, ModelProfile, RoutingLog, Turn, TurnEvent
+from tests.support.builders import make_user
+
+pytestmark = pytest.mark.django_db
+NOW = timezone.now()
+DECISION = {"action": "answer", "domains": [], "confidence": 0.9, "phase": "", "side_query": False}
+
+
+def turn(conversation, *, ago: datetime.timedelta, status=Turn.Status.DONE, turn_ms=None, wait_ms=None) -> Turn:
+    row = Turn.objects.create(conversation=conversation, status=status)
+    Turn.objects.filter(pk=row.pk).update(created_at=NOW - ago)
+    if turn_ms is not None:
+        log = RoutingLog.objects.create(turn=row, query="q", decision=DECISION, turn_ms=turn_ms, wait_ms=wait_ms)
+        RoutingLog.objects.filter(pk=log.pk).update(created_at=NOW - ago)
+    return row
+
+
+@pytest.fixture
+def traffic():
+    owner = make_user()
+    fast = ModelProfile.objects.create(name="fast", context_window=8192, max_output_tokens=512,
+                                       reserved_result_tokens=512)  # fmt: skip
+    console = Conversation.objects.create(owner=owner, model_profile=fast)
+    api = Conversation.objects.create(owner=owner, channel=Conversation.Channel.API, api_key_name="ci-agent")
+    minutes, hours = datetime.timedelta(minutes=1), datetime.timedelta(hours=1)
+    turn(console, ago=5 * minutes, turn_ms=300, wait_ms=0)
+    turn(console, ago=10 * minutes, turn_ms=20_500, wait_ms=20_000)  # 500 ms of machine time, the rest a person's
+    turn(api, ago=20 * minutes, status=Turn.Status.FAILED, turn_ms=100)
+    turn(api, ago=5 * hours, turn_ms=700)  # in the day, not the hour
+    turn(api, ago=3 * 24 * hours, turn_ms=900)  # in the week only
+    first = Turn.objects.order_by("id").first()
+    for sequence, (name, failed) in enumerate([("get_member", False), ("get_member", True), ("calculate", False)]):
+        TurnEvent.objects.create(turn=first, sequence=10 + sequence, type=TurnEvent.Type.TOOL_RESULT,
+                                 payload={"tool_name": name, "is_error": failed})  # fmt: skip
+    TurnEvent.objects.update(created_at=NOW - 5 * minutes)
+
+
+def test_the_hour_counts_its_turns_by_profile_channel_and_key_with_machine_time_apart(traffic):
+    figures = breakdown.breakdown(time_range({}, now=NOW)[0])
+    assert (figures["turns"], figures["failed"], figures["turns_waited"]) == (3, 1, 1)
+    assert (figures["p95_machine_ms"], figures["p95_wait_ms"]) == (500, 20_000)
+    assert {row["name"]: (row["turns"], row["failed"]) for row in figures["by_channel"]} == {
+        "console": (2, 0),
+        "api": (1, 1),
+    }
+    assert {row["name"]: row["mean_machine_ms"] for row in figures["by_profile"]} == {
+        "fast": 400,
+        "default profile": 100,
+    }
+    assert [row["name"] for row in figures["by_key"]] == ["no key (console)", "ci-agent"]
+    assert [(row["name"], row["calls"], row["failed"]) for row in figures["by_tool"]] == [
+        ("get_member", 2, 1), ("calculate", 1, 0)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("key,turns", [("hour", 3), ("day", 4), ("week", 5)])
+def test_each_range_counts_the_turns_within_it(traffic, key, turns):
+    span, error = time_range({"range": key}, now=NOW)
+    assert error == "" and breakdown.breakdown(span)["turns"] == turns
+
+
+def test_a_custom_range_is_read_in_the_operators_zone_and_bad_ones_say_why(traffic, settings):
+    local = timezone.localtime(NOW)
+    params = {"range": "custom", "from": (local - datetime.timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M"),
+              "to": (local - datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")}  # fmt: skip
+    span, error = time_range(params, now=NOW)
+    assert error == "" and span.key == "custom" and breakdown.breakdown(span)["turns"] == 1
+    for bad, said in [
+        ({"range": "custom", "from": "yesterday", "to": "2026-01-01T00:00"}, "needs a start and an end"),
+        ({"range": "custom", "from": "2026-02-01T00:00", "to": "2026-01-01T00:00"}, "start before it ends"),
+        ({"range": "custom", "from": "2025-01-01T00:00", "to": "2026-01-01T00:00"}, "at most 92 days"),
+        ({"range": "fortnight"}, "Unknown range"),
+        ({"range": "custom", "from": "2026-01-01T00:00\x00", "to": "x" * 10_000}, "needs a start and an end"),
+    ]:
+        span, error = time_range(bad, now=NOW)
+        assert said in error and span.key == "hour"
+
+
+def test_the_page_shows_the_range_and_answers_400_for_a_bad_one(client, traffic):
+    client.force_login(make_user("viewer", role="viewer"))
+    page = client.get("/", {"range": "day"}).content.decode()
+    assert (
+        "Breakdown: last 24 hours</h2>" in page and '<a href="?range=day#overview-range" aria-current="page">' in page
+    )
+    assert '<a href="/console/tools/get_member/"><code>get_member</code></a>' in page and "ci-agent" in page
+    response = client.get("/", {"range": "custom", "from": "<script>", "to": ""})
+    assert response.status_code == 400 and "needs a start and an end" in response.content.decode()
+    assert "<script>" not in response.content.decode().split('id="overview-range"')[1]
+
+
+def test_a_long_tail_is_summed_as_others(monkeypatch):
+    rows = [{"name": f"tool_{n:02}", "calls": 1, "failed": n % 2} for n in range(TOP_ROWS + 5)]
+    monkeypatch.setattr(breakdown, "tool_outcomes", lambda **_: {row["name"]: (1, row["failed"]) for row in rows})
+    top = breakdown._tools(TimeRange("hour", "last hour", NOW - datetime.timedelta(hours=1), NOW))
+    assert len(top) == TOP_ROWS and top[-1] == {"name": "6 others", "others": True, "calls": 6, "failed": 3}
