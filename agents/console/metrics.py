@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from django.db.models import Count, F, Q, Sum
+from django.db.models.fields.json import KT
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -98,10 +99,10 @@ def tool_outcomes(*, since: datetime.datetime, until: datetime.datetime | None =
         results = results.filter(created_at__lte=until)
     rows = (
         results.order_by()
-        .values("payload__tool_name")
+        .values(tool=KT("payload__tool_name"))  # as text: grouping by text is cheaper than by a JSON value
         .annotate(calls=Count("id"), errors=Count("id", filter=FAILED_RESULT))
     )
-    return {str(row["payload__tool_name"] or ""): (row["calls"], row["errors"]) for row in rows}
+    return {str(row["tool"] or ""): (row["calls"], row["errors"]) for row in rows}
 
 
 def tokens_saved_total() -> int:
