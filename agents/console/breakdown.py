@@ -8,7 +8,9 @@ at most MAX_CUSTOM_DAYS long); anything else is a form error, never a 500.
 
 import datetime
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, Greatest
@@ -115,7 +117,7 @@ def _percentile(values, field: str, count: int, fraction: float) -> int | None:
     return values.order_by(field)[rank]
 
 
-def _rows(groups: list[dict], field: str, blank: str) -> list[dict]:
+def _rows(groups: Iterable[Mapping[str, Any]], field: str, blank: str) -> list[dict]:
     """Turns, failures and the mean machine milliseconds of the finished ones per value of `field`, most turns
     first."""
     rolled: dict[str, dict] = {}
