@@ -61,6 +61,24 @@ HAPROXY := /usr/sbin/haproxy
 $(HAPROXY):
 	$(SUDO) apt-get install -y haproxy || ($(SUDO) apt-get update && $(SUDO) apt-get install -y haproxy)
 
+# The trace receiver that tests/integration/test_phoenix.py starts: Arize Phoenix (requirements/phoenix.txt) in a venv
+# of its own, apart from the hash-locked .venv.
+PHOENIX_VENV := var/phoenix-venv
+PHOENIX := $(PHOENIX_VENV)/.installed
+$(PHOENIX): requirements/phoenix.txt
+	test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PHOENIX_VENV)/bin/python -m pip install --no-compile --progress-bar on -r requirements/phoenix.txt
+	touch $@
+
+# The Prometheus that tests/integration/test_prometheus.py starts (its own port, configuration and storage), with
+# promtool: Debian's package. Its own service is stopped and disabled: the tests never use it.
+PROMETHEUS := /usr/bin/prometheus
+$(PROMETHEUS):
+	$(SUDO) apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends prometheus || ($(SUDO) apt-get update \
+		&& $(SUDO) apt-get install -y -o DPkg::Lock::Timeout=300 --no-install-recommends prometheus)
+	-{ $(SUDO) systemctl disable --now prometheus || $(SUDO) service prometheus stop; } >/dev/null 2>&1
+
 # Debug pages are off unless asked for (DEBUG=0 make run turns them off here too). DEBUG=0 runs the same embedded
 # default without them: DEBUG is unset for its processes, since toolhub/settings.py reads a DEBUG=0 as a production
 # deployment (SECRET_KEY required, named hosts, HTTPS only); unset, the key is generated once into var/secret_key.
@@ -89,7 +107,7 @@ test: test-unit test-integration
 test-unit: setup
 	env -u DATABASE_URL -u REDIS_URL -u CELERY_BROKER_URL $(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "not integration"
 
-test-integration: setup $(CHROMIUM) $(HAPROXY) $(NPM_MCP_SERVERS) $(CONFORMANCE_SUITE)
+test-integration: setup $(CHROMIUM) $(HAPROXY) $(PROMETHEUS) $(PHOENIX) $(NPM_MCP_SERVERS) $(CONFORMANCE_SUITE)
 	$(PY) tests/support/ensure_services.py $(TEST_DATABASE_URL) $(TEST_REDIS_URL)
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) TOOLHUB_CELERY_QUEUE=test-$$$$ \
 		TOOLHUB_CHANNEL_PREFIX=toolhub-test-$$$$ $(PYTEST) -n $(INTEGRATION_WORKERS) --dist loadfile -m integration
@@ -122,6 +140,8 @@ bench: setup
 	$(PY) bench/scripts/startup_bench.py --bench-dir $(BENCH_DIR)
 	$(PY) bench/scripts/turn_profile.py
 	$(PY) bench/scripts/turn_profile.py --postgres postgresql://postgres@127.0.0.1:5432 --redis-url $(TEST_REDIS_URL)
+	$(PY) bench/scripts/observability_bench.py --postgres postgresql://postgres@127.0.0.1:5432 --redis-url $(TEST_REDIS_URL)
+	$(PY) bench/scripts/overview_bench.py
 	$(PY) bench/scripts/scaling_bench.py
 	$(PY) bench/scripts/load_bench.py $(LOAD_BENCH_ARGS)
 

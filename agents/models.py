@@ -328,6 +328,13 @@ class TurnEvent(models.Model):
                 name="turn_event_tool_calls",
                 condition=Q(type__in=["tool_call", "tool_result"]),
             ),
+            # Every tool's calls and results of the last hour (/metrics at each scrape): the few recent ones, not a
+            # scan of all the tool events retention keeps.
+            models.Index(
+                fields=["created_at"],
+                name="turn_event_tool_calls_recent",
+                condition=Q(type__in=["tool_call", "tool_result"]),
+            ),
         ]
 
     def __str__(self):
