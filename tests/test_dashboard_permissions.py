@@ -42,14 +42,15 @@ WRITE_NAMES = {"policy-detail": ["get_weather"], "policy-simulate": ["get_weathe
                "policy-always-load": ["get_weather"],
                "policy-rollback": ["get_weather", 1], "knowledge-detail": ["points-expire"],
                "knowledge-review": ["points-expire"], "knowledge-review-undo": ["points-expire"]}  # fmt: skip
-# The MCP servers page, the tool page's examples and the decision on a pending policy change (their own tests cover
-# what they do, tests/catalog/web/test_policy_four_eyes.py the last): a viewer reads the first and is refused every
-# one of the others. `example` stands for the fixture's example's id.
+# The MCP servers page, the tool page's examples, the decision on a pending policy change, the policy review queue and
+# the knowledge bulk actions (their own tests cover what they do, tests/catalog/web/test_policy_four_eyes.py the
+# decision; tests/test_permission_matrix.py who gets what from each): a viewer reads the first and is refused every
+# write of the others. `example` stands for the fixture's example's id.
 OTHER_READ_NAMES = {"mcp-servers": [], "mcp-server-detail": ["demo"], "mcp-server-progress": ["demo"]}
 OTHER_WRITE_NAMES = {"tool-example-add": ["get_weather"], "tool-example-edit": ["get_weather", "example"],
                      "tool-example-delete": ["get_weather", "example"], "mcp-server-add": [],
                      "mcp-server-edit": ["demo"], "mcp-server-test": ["demo"], "mcp-server-sync": ["demo"],
-                     "policy-change-decide": ["get_weather", 1]}  # fmt: skip
+                     "policy-change-decide": ["get_weather", 1], "knowledge-bulk": [], "policy-review": []}  # fmt: skip
 POLICY_POST = {"status": "rejected", "operation": "read", "risk": "low", "domains": ["general"], "note": "deny",
                "base_version": "2", "replay": "5"}  # fmt: skip
 SNIPPET_POST = {"title": "Points expire", "text": "Changed.", "source": "handbook", "owner": "team",

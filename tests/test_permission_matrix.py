@@ -105,12 +105,20 @@ RULES = {
         "/policies/get_weather/always-load",
         {"GET": needs("operator", 405), "POST": needs("operator", 302)},
     ),
+    "policies/-/review/": (  # the queue: viewers read it; the probe decides nothing (no tool chosen), a 400
+        "/policies/-/review/",
+        {"GET": needs("viewer", 200), "POST": needs("operator", 400)},
+    ),
     "policies/<tool:name>/simulate": (
         "/policies/get_weather/simulate",
         {"GET": needs("operator", 405), "POST": needs("operator", 200)},
     ),
     "knowledge/": ("/knowledge/", {"GET": needs("viewer", 200), "POST": needs("viewer", 405)}),
     "knowledge/export.csv": ("/knowledge/export.csv", {"GET": needs("viewer", 200), "POST": needs("viewer", 405)}),
+    "knowledge/bulk": (  # the probe chooses no snippet and no action: a 400, nothing changed
+        "/knowledge/bulk",
+        {"GET": needs("operator", 405), "POST": needs("operator", 400)},
+    ),
     "knowledge/<slug:key>/": (
         "/knowledge/points-expire/",
         {"GET": needs("viewer", 200), "POST": needs("operator", 200)},
