@@ -8,14 +8,16 @@ class AgentsConfig(AppConfig):
     def ready(self):
         from django.db.models.signals import post_delete, post_save
 
+        from catalog.policies.sidestep import register_result_source
         from catalog.policies.versions import register_replay_source
         from catalog.search.signals import bump_catalog_version
 
         from .models import ActionWord, IntentExample, MoodWord
-        from .turns.routing_log import recent_replays
+        from .turns.routing_log import recent_replays, recent_tool_results
 
-        # Policy simulations (catalog's policy page) replay the requests this app logs.
+        # Policy simulations (catalog's policy page) replay the requests this app logs, and read what tools returned.
         register_replay_source(recent_replays)
+        register_result_source(recent_tool_results)
 
         # The router's evidence is cached per catalog state: a new action word or example must move it.
         for model in (ActionWord, IntentExample, MoodWord):

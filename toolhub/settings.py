@@ -569,6 +569,9 @@ TOOLHUB_CSP_REPORT_ONLY = env_bool("TOOLHUB_CSP_REPORT_ONLY", False)
 # the other standard OTEL_* variables (toolhub/tracing.py). Spans carry message contents, tool arguments and results
 # only when this is on: off by default, for privacy.
 TOOLHUB_TRACE_CONTENT = env_bool("TOOLHUB_TRACE_CONTENT", False)
+# A span per SQL query (the psycopg instrumentation) only when this is on: a turn runs about 60 queries, and their
+# spans cost it about 13 % of its time (docs/operations/monitoring.md, "Overhead"). Off by default.
+TOOLHUB_TRACE_SQL = env_bool("TOOLHUB_TRACE_SQL", False)
 
 # Every process (Daphne, Celery, manage.py) logs through this: plain lines for people (make run), one JSON object a
 # line for a log pipeline (TOOLHUB_LOG_FORMAT=json); both carry the request, turn, conversation, trace and channel

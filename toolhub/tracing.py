@@ -8,8 +8,9 @@ process, and Celery's worker_process_init in a prefork child) installs a TracerP
 OTLP (HTTP/protobuf; OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc when its exporter is installed) by a thread of the
 process from a bounded queue (BatchSpanProcessor: OTEL_BSP_MAX_QUEUE_SIZE spans, 2048 by default). A collector that
 is down or slow only makes that thread's exports fail: spans past the queue are dropped, a turn never waits.
-It instruments Django, the /mcp ASGI app (`asgi_app`), Celery (the task carries the caller's context), psycopg and
-httpx2 (calls to models and upstream MCP servers carry `traceparent`).
+It instruments Django, the /mcp ASGI app (`asgi_app`), Celery (the task carries the caller's context) and httpx2
+(calls to models and upstream MCP servers carry `traceparent`); psycopg (a span per SQL query) only with
+TOOLHUB_TRACE_SQL=1.
 
 Message contents (prompts, answers, tool arguments and results) are recorded only with TOOLHUB_TRACE_CONTENT=1
 (`content_recorded`). Never raises while a span is recorded and never imports agents or catalog.
@@ -105,16 +106,18 @@ def span_exporter():
 
 def instrument() -> None:
     """The libraries' own instrumentations: Django (its middleware goes first; so before Django loads it), Celery,
-    psycopg, httpx2."""
+    httpx2, and psycopg when TOOLHUB_TRACE_SQL asks for a span per query."""
     from opentelemetry.instrumentation.celery import CeleryInstrumentor
     from opentelemetry.instrumentation.django import DjangoInstrumentor
     from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
-    from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 
     DjangoInstrumentor().instrument()
     CeleryInstrumentor().instrument()
-    PsycopgInstrumentor().instrument()
     HTTPX2ClientInstrumentor().instrument()
+    if settings.TOOLHUB_TRACE_SQL:
+        from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
+
+        PsycopgInstrumentor().instrument()
 
 
 def asgi_app(app):

@@ -1,12 +1,16 @@
 """Writes of RoutingLog: one per steward analysis, completed when the turn knows what was called; and the logged
-requests as the policy simulation replays them (registered with catalog.policies.versions by AgentsConfig)."""
+requests as the policy simulation replays them (registered with catalog.policies.versions by AgentsConfig), and
+the tools' latest results, from which it reads what each tool returns (catalog.policies.sidestep)."""
 
 import datetime
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from django.db.models.fields.json import KT
+from django.db.models.functions import Left
 from django.utils import timezone
 
-from agents.models import RoutingLog, ToolApproval, Turn
+from agents.models import RoutingLog, ToolApproval, Turn, TurnEvent
 from catalog.policies.bundle import CapabilityBundle
 from catalog.policies.decision import RoutingDecision
 from catalog.policies.versions import Replay
@@ -78,3 +82,24 @@ def recent_replays(count: int) -> list[Replay]:
         )  # fmt: skip
         for log in logs
     ]
+
+
+RESULTS_SCANNED = 1000  # the latest tool results the policy simulation reads for what tools return
+RESULT_CHARS = 1500  # of each, the start: the keys of a JSON object come early
+
+
+def recent_tool_results(names: Sequence[str], per_tool: int) -> dict[str, list[str]]:
+    """{tool: the contents of its latest successful results, newest first, at most `per_tool`} among the last
+    RESULTS_SCANNED results of `names` (registered with catalog.policies.sidestep: what tools return)."""
+    rows = (
+        TurnEvent.objects.filter(type=TurnEvent.Type.TOOL_RESULT, payload__tool_name__in=list(names))
+        .order_by("-created_at")
+        .values_list(KT("payload__tool_name"), Left(KT("payload__content"), RESULT_CHARS),
+                     KT("payload__is_error"), KT("payload__refused"))[:RESULTS_SCANNED]
+    )  # fmt: skip
+    found: dict[str, list[str]] = {}
+    for name, content, is_error, refused in rows:
+        contents = found.setdefault(str(name), [])
+        if len(contents) < per_tool and content and "true" not in (is_error, refused):  # what it returned, not why not
+            contents.append(content)
+    return found

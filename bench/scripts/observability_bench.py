@@ -4,9 +4,9 @@ bench/results/observability-<date>.json, not a test.
 (a) Builtin-model turns (the seed's query mix through agents.tasks.run_turn, the worker's task, called in-process as
 turn_profile.py runs them) in six processes that differ only in traces: `off` (no OTLP endpoint), `on` (exported to
 a local OTLP receiver, tests/support/otlp_receiver.py), `sampled` (the same with the SDK's own sampler keeping one
-trace in ten: OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRACES_SAMPLER_ARG=0.1), `nosql` (`on` without the
-psycopg instrumentation's span per SQL query, uninstrumented here: toolhub has no setting for it), `down` (the
-endpoint a closed port) and `slow` (a receiver that answers each export after --slow-seconds). Each round runs one
+trace in ten: OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRACES_SAMPLER_ARG=0.1), `sql` (`on` with a span
+per SQL query: TOOLHUB_TRACE_SQL=1), `down` (the endpoint a closed port) and `slow` (a receiver that answers each
+export after --slow-seconds). Each round runs one
 pass of the mix in each process, in a rotating order, so the host's load falls on the six alike. Per process: the
 turn's wall time and the steward's (agents.router.analyze, its span included) p50/p95 over all rounds, and the
 median over rounds of each round's p50 against `off`'s (paired: the same minute of load); the spans each turn made
@@ -52,8 +52,8 @@ from tests.support.servers import EMBEDDED_UNSET, embedded_env, free_port, manag
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432"
 REDIS = "redis://127.0.0.1:6379/0"
-MODES = ("off", "on", "sampled", "nosql", "down", "slow")
-RECEIVED = ("on", "sampled", "nosql")  # the modes whose spans reach a receiver that keeps them
+MODES = ("off", "on", "sampled", "sql", "down", "slow")
+RECEIVED = ("on", "sampled", "sql")  # the modes whose spans reach a receiver that keeps them
 FLOODED = ("on", "down", "slow")
 SAMPLED = {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"}
 TOKEN = "observability-bench-token"
@@ -138,6 +138,7 @@ def turn_overhead(env: dict, *, rounds: int, slow_seconds: float) -> dict:
                 child_env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoints[mode]
             if mode == "sampled":
                 child_env |= SAMPLED
+            child_env["TOOLHUB_TRACE_SQL"] = "1" if mode == "sql" else "0"
             children[mode] = Child(mode, child_env)
         figures: dict[str, dict[str, list]] = {
             mode: {"turn_ms": [], "steward_ms": [], "statuses": []} for mode in MODES
@@ -275,11 +276,6 @@ def child(mode: str) -> None:
     from agents.turns import runtime
     from agents.turns.start import create_turn
     from toolhub import tracing
-
-    if mode == "nosql":
-        from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
-
-        PsycopgInstrumentor().uninstrument()
 
     counts = {"ended": 0, "dropped": 0}
     if tracing.enabled():

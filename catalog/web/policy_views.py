@@ -26,6 +26,7 @@ from catalog.policies.four_eyes import (
     request_change,
 )
 from catalog.policies.selectors import tools_needing_policy
+from catalog.policies.sidestep import sidesteps
 from catalog.policies.versions import (
     PolicyConflict,
     recent_replays,
@@ -175,19 +176,21 @@ def policy_always_load(request, name: str):
 @permission_required(EDIT_POLICY, raise_exception=True)
 @require_POST
 def policy_simulation(request, name: str):
-    """Replay the last N logged requests (their decisions and the tools they called) under the posted draft policy;
-    returns the policy page's simulation part."""
+    """Replay the last N logged requests (their decisions and the tools they called) under the posted draft policy,
+    and name the permitted tools that return what the draft restricts; returns the policy page's simulation part."""
     tool = get_object_or_404(Tool.objects.select_related("policy"), name=name)
     form = PolicyForm(request.POST, policy=getattr(tool, "policy", None), for_simulation=True)
     context = {"tool": tool, "sim_form": form}
     if form.is_valid():
         count = form.cleaned_data["replay"] or DEFAULT_REPLAY
         replays = recent_replays(count)
-        results = simulate_policy(tool.name, form.draft(), replays, catalog=current_catalog())
+        catalog, draft = current_catalog(), form.draft()
+        results = simulate_policy(tool.name, draft, replays, catalog=catalog)
         context |= {
             "rows": list(zip(replays, results, strict=True)),
             "summary": summarize_simulation(results),
-            "draft_changes": snapshot_changes(form.current, form.draft()),
+            "draft_changes": snapshot_changes(form.current, draft),
+            "sidesteps": sidesteps(tool.name, draft, catalog),
         }
     template = "catalog/policy_detail.html#simulation" if request.htmx else "catalog/policy_simulation.html"
     return render(request, template, context)

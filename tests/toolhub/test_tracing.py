@@ -37,6 +37,8 @@ print(json.dumps({
     "provider": type(provider).__name__,
     "service": provider.resource.attributes.get("service.name") if tracing.enabled() else "",
     "middleware": settings.MIDDLEWARE[0],
+    "sql_spans": "opentelemetry.instrumentation.psycopg" in sys.modules and sys.modules[
+        "opentelemetry.instrumentation.psycopg"].PsycopgInstrumentor().is_instrumented_by_opentelemetry,
 }))
 """
 
@@ -73,6 +75,12 @@ def test_an_otlp_endpoint_turns_traces_on_with_the_service_named_toolhub():
     assert seen["threads"] == ["OtelBatchSpanRecordProcessor"]
     assert seen["service"] == "toolhub"
     assert seen["middleware"].startswith("opentelemetry.instrumentation.django")
+    assert seen["sql_spans"] is False  # a span per query only when asked for
+
+
+def test_toolhub_trace_sql_adds_a_span_per_query():
+    seen = probe(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{closed_port()}", TOOLHUB_TRACE_SQL="1")
+    assert seen["enabled"] is True and seen["sql_spans"] is True
 
 
 def test_otel_service_name_and_sdk_disabled_are_honoured():
