@@ -25,6 +25,7 @@ class ModelProfileAdmin(admin.ModelAdmin):
         ("Upstream model (empty fields use TOOLHUB_MODEL, TOOLHUB_MODEL_BASE_URL, TOOLHUB_MODEL_API_KEY)",
          {"fields": ["upstream_model", "base_url", "api_key_env"]}),
         ("Token budget", {"fields": ["context_window", "max_output_tokens", "reserved_result_tokens"]}),
+        ("Prices (for the overview's costs; empty: no cost shown)", {"fields": ["input_price", "output_price"]}),
     ]  # fmt: skip
 
     @admin.display(description="calls")

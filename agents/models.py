@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.fields.json import KeyTransform
@@ -145,6 +145,15 @@ class ModelProfile(models.Model):
     context_window = models.PositiveIntegerField()
     max_output_tokens = models.PositiveIntegerField()
     reserved_result_tokens = models.PositiveIntegerField(help_text="Kept free for tool results.")
+    # What the model's provider charges, per million tokens (empty: no price, and no cost is shown for its turns).
+    input_price = models.DecimalField(
+        "input price", max_digits=10, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="Per million prompt tokens, in TOOLHUB_CURRENCY (USD unless set); empty: no cost shown.",
+    )  # fmt: skip
+    output_price = models.DecimalField(
+        "output price", max_digits=10, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(0)],
+        help_text="Per million completion tokens, in TOOLHUB_CURRENCY (USD unless set); empty: no cost shown.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["context_window", "name"]

@@ -573,6 +573,10 @@ TOOLHUB_TRACE_CONTENT = env_bool("TOOLHUB_TRACE_CONTENT", False)
 # spans cost it about 13 % of its time (docs/operations/monitoring.md, "Overhead"). Off by default.
 TOOLHUB_TRACE_SQL = env_bool("TOOLHUB_TRACE_SQL", False)
 
+# The currency of the model profiles' prices (ModelProfile.input_price, output_price): the overview's costs are shown
+# in it. A label only: toolhub converts nothing.
+TOOLHUB_CURRENCY = os.environ.get("TOOLHUB_CURRENCY", "USD").strip()[:8] or "USD"
+
 # Every process (Daphne, Celery, manage.py) logs through this: plain lines for people (make run), one JSON object a
 # line for a log pipeline (TOOLHUB_LOG_FORMAT=json); both carry the request, turn, conversation, trace and channel
 # of the work a line belongs to (toolhub/log_context.py). Celery leaves the root logger to it (below).
