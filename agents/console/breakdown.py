@@ -10,8 +10,10 @@ import datetime
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
@@ -19,7 +21,7 @@ from django.utils import timezone
 from agents.models import RoutingLog, Turn
 
 from .fragments import tool_link
-from .metrics import tool_outcomes
+from .metrics import Usage, tool_outcomes, usage_by_profile
 
 RANGES = {
     "hour": ("last hour", datetime.timedelta(hours=1)),
@@ -27,6 +29,7 @@ RANGES = {
     "week": ("last 7 days", datetime.timedelta(days=7)),
 }
 DEFAULT_RANGE = "hour"
+DEFAULT_PROFILE = "default profile"  # how a conversation with no profile chosen is named in the tables
 MAX_CUSTOM_DAYS = 92
 TOP_ROWS = 20  # rows a breakdown table shows; the rest are summed as "others"
 MACHINE_MS = Greatest(F("turn_ms") - Coalesce(F("wait_ms"), Value(0)), Value(0))
@@ -70,13 +73,13 @@ def _local(text: str) -> datetime.datetime:
 
 
 def breakdown(span: TimeRange) -> dict:
-    """Every figure of the range: totals, machine and approval-wait p95s, and the tables by profile, channel, key
-    and tool (each at most TOP_ROWS rows, the rest summed as "others"). Four queries: the turns grouped by profile,
-    channel and key at once (with their routing logs' machine time), the machine times and the waits for the
-    percentiles, and the tool results."""
+    """Every figure of the range: totals, machine and approval-wait p95s, and the tables by profile (with tokens and
+    cost), channel, key and tool (each at most TOP_ROWS rows, the rest summed as "others"). The turns grouped by
+    profile, channel and key at once (with their routing logs' machine time), the machine times and the waits for
+    the percentiles, the tool results, and the tokens by profile (usage_by_profile: three queries)."""
+    turns_in_range = Turn.objects.filter(created_at__gte=span.since, created_at__lt=span.until)
     groups = list(
-        Turn.objects.filter(created_at__gte=span.since, created_at__lt=span.until)
-        .order_by()
+        turns_in_range.order_by()
         .values(
             profile=F("conversation__model_profile__name"),
             channel=F("conversation__channel"),
@@ -94,6 +97,9 @@ def breakdown(span: TimeRange) -> dict:
     waits = logs.filter(wait_ms__gt=0).values_list("wait_ms", flat=True)
     finished, waited = logs.count(), waits.count()
     turns, failed = sum(group["turns"] for group in groups), sum(group["failed"] for group in groups)
+    usage = {name or DEFAULT_PROFILE: figures for name, figures in usage_by_profile(turns_in_range).items()}
+    by_profile = _with_costs(_rows(groups, "profile", DEFAULT_PROFILE), usage)
+    costs = [figures.cost for figures in usage.values() if figures.cost is not None]
     return {
         "turns": turns,
         "failed": failed,
@@ -102,7 +108,10 @@ def breakdown(span: TimeRange) -> dict:
         "p50_machine_ms": _percentile(machine, "machine", finished, 0.50),
         "p95_wait_ms": _percentile(waits, "wait_ms", waited, 0.95),
         "turns_waited": waited,
-        "by_profile": _rows(groups, "profile", "default profile"),
+        "by_profile": by_profile,
+        "cost": _money(sum(costs, Decimal(0))) if costs else None,
+        "unpriced_profiles": sorted(name for name, figures in usage.items() if figures.cost is None),
+        "currency": settings.TOOLHUB_CURRENCY,
         "by_channel": _rows(groups, "channel", "unknown"),
         "by_key": _rows(groups, "key", "no key (console)"),
         "by_tool": _tools(span),
@@ -129,6 +138,28 @@ def _rows(groups: Iterable[Mapping[str, Any]], field: str, blank: str) -> list[d
              "mean_machine_ms": round(row["machine"] / row["finished"]) if row["finished"] else None}
             for name, row in sorted(rolled.items(), key=lambda item: (-item[1]["turns"], item[0]))]  # fmt: skip
     return _top(rows, ("turns", "failed"))
+
+
+def _with_costs(rows: list[dict], usage: Mapping[str, Usage]) -> list[dict]:
+    """The profile rows with their tokens in and out, cost and cost per turn (None where the profile has no price);
+    the "others" row sums those of the profiles it holds."""
+    shown = {row["name"] for row in rows if not row.get("others")}
+    for row in rows:
+        held = [figures for name, figures in usage.items() if (name not in shown if row.get("others") else
+                                                                 name == row["name"])]  # fmt: skip
+        costs = [figures.cost for figures in held if figures.cost is not None]
+        cost = sum(costs, Decimal(0)) if costs else None
+        per_turn = cost / row["turns"] if cost is not None and row["turns"] else None
+        row |= {"prompt_tokens": sum(figures.prompt for figures in held),
+                "completion_tokens": sum(figures.completion for figures in held),
+                "cost": _money(cost) if cost is not None else None,
+                "cost_per_turn": _money(per_turn) if per_turn is not None else None}  # fmt: skip
+    return rows
+
+
+def _money(amount: Decimal) -> str:
+    """An amount as shown: four decimals below 1, two above (0.0042, 12.50)."""
+    return f"{amount:.2f}" if amount >= 1 else f"{amount:.4f}"
 
 
 def _tools(span: TimeRange) -> list[dict]:

@@ -7,13 +7,16 @@ what the model then called, over finished turns only (turn_ms set).
 import datetime
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 
-from django.db.models import Count, F, Q, Sum
+from django.db.models import BigIntegerField, Count, F, Q, Sum, Value
 from django.db.models.fields.json import KT
-from django.db.models.functions import Greatest
+from django.db.models.functions import Cast, Greatest
 from django.utils import timezone
 
-from agents.models import RetentionDay, RoutingLog, Turn, TurnEvent
+from agents.models import Message, ModelProfile, RetentionDay, RoutingLog, Turn, TurnEvent, default_profile
+
+from .fragments import BUDGET_PHASE
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -90,6 +93,54 @@ def routing_metrics(*, since: datetime.datetime | None = None, until: datetime.d
 # RoutingLog.tokens_saved in SQL, to sum over many logs at once.
 TOKENS_SAVED = Greatest(F("catalog_schema_tokens") - F("loaded_schema_tokens") - F("deferred_listing_tokens"), 0)
 FAILED_RESULT = Q(payload__is_error=True) | Q(payload__refused=True)  # a tool result that failed or was refused
+# What one model call was sent, as its budget event records it: the system prompt, tool schemas, knowledge and the
+# conversation of that step (toolhub's own count, catalog.models.tokens).
+PROMPT_PARTS = ("system", "tools", "knowledge", "memory")
+PROMPT_SENT = sum((Cast(KT(f"payload__{part}"), BigIntegerField()) for part in PROMPT_PARTS), start=Value(0))
+PER_MILLION = Decimal(1_000_000)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of some turns of one model profile, and what they cost at its prices (None: the profile has none)."""
+
+    prompt: int
+    completion: int
+    cost: Decimal | None
+
+
+def usage_by_profile(turns) -> dict[str | None, Usage]:
+    """{model profile name (None: the default profile, no profile chosen): tokens and cost} of the turns of the
+    `turns` queryset: the prompt is what each model call was sent (its budget event), the completion what the model
+    wrote (the turns' assistant messages); two grouped queries and one of the prices."""
+    prompt = dict(
+        TurnEvent.objects.filter(turn__in=turns, type=TurnEvent.Type.ROUTING, phase=BUDGET_PHASE)
+        .order_by()
+        .values_list("turn__conversation__model_profile__name")
+        .annotate(tokens=Sum(PROMPT_SENT))
+    )
+    completion = dict(
+        Message.objects.filter(turn__in=turns, role=Message.Role.ASSISTANT)
+        .order_by()
+        .values_list("turn__conversation__model_profile__name")
+        .annotate(tokens=Sum("tokens"))
+    )
+    names = set(prompt) | set(completion)
+    prices = {name: (inp, out) for name, inp, out in
+              ModelProfile.objects.filter(name__in=[name for name in names if name])
+              .values_list("name", "input_price", "output_price")}  # fmt: skip
+    if None in names:
+        fallback = default_profile()
+        prices[None] = (fallback.input_price, fallback.output_price)
+    usage = {}
+    for name in names:
+        tokens_in, tokens_out = prompt.get(name) or 0, completion.get(name) or 0
+        price_in, price_out = prices.get(name, (None, None))
+        cost = None
+        if price_in is not None or price_out is not None:
+            cost = (tokens_in * (price_in or 0) + tokens_out * (price_out or 0)) / PER_MILLION
+        usage[name] = Usage(tokens_in, tokens_out, cost)
+    return usage
 
 
 def tool_outcomes(*, since: datetime.datetime, until: datetime.datetime | None = None) -> dict[str, tuple[int, int]]:

@@ -26,28 +26,22 @@ from collections.abc import Iterable, Iterator
 from django.conf import settings
 from django.db import connection
 from django.db.models import (
-    BigIntegerField,
     Case,
     Count,
     IntegerField,
-    OuterRef,
     Q,
     QuerySet,
-    Subquery,
     Sum,
     Value,
     When,
 )
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from agents.console.fragments import BUDGET_PHASE
-from agents.console.metrics import FAILED_RESULT, TOKENS_SAVED
+from agents.console.metrics import FAILED_RESULT, TOKENS_SAVED, usage_by_profile
 from agents.models import (
     Conversation,
-    Message,
     RetentionDay,
     RoutingLog,
     ToolApproval,
@@ -72,7 +66,6 @@ OTHER = "other"
 # role's connection, whose state only a role with pg_read_all_stats may read.
 CONNECTION_STATES = ("active", "idle", "idle in transaction", "idle in transaction (aborted)")
 PROMPT, COMPLETION = "prompt", "completion"
-PROMPT_PARTS = ("system", "tools", "knowledge", "memory")  # a budget event's parts that a model call is sent
 DECISIONS = tuple(status for status in ToolApproval.Status.values if status != ToolApproval.Status.PENDING)
 
 
@@ -279,35 +272,12 @@ def _tokens() -> Metric:
         "toolhub_tokens_last_hour", "Tokens of the turns started in the last hour, by model profile and kind.",
         labels=["profile", "kind"],
     )  # fmt: skip
-    sent = sum((Cast(KeyTextTransform(part, "payload"), BigIntegerField()) for part in PROMPT_PARTS), start=Value(0))
-    # Turn by turn through the (turn, ...) indexes: the hour's turns are few beside all the events and messages.
-    prompt = (
-        TurnEvent.objects.filter(turn=OuterRef("pk"), type=TurnEvent.Type.ROUTING, phase=BUDGET_PHASE)
-        .order_by()
-        .values("turn")
-        .annotate(tokens=Sum(sent))
-        .values("tokens")
-    )
-    completion = (
-        Message.objects.filter(turn=OuterRef("pk"), role=Message.Role.ASSISTANT)
-        .order_by()
-        .values("turn")
-        .annotate(tokens=Sum("tokens"))
-        .values("tokens")
-    )
-    rows = (
-        Turn.objects.filter(created_at__gte=timezone.now() - LAST_HOUR)
-        .order_by()
-        .annotate(prompt=Subquery(prompt), completion=Subquery(completion))
-        .values_list("conversation__model_profile__name")
-        .annotate(prompt_tokens=Sum("prompt"), completion_tokens=Sum("completion"))
-    )
     tokens: Counter[tuple[str, str]] = Counter()
     default = ""
-    for profile, prompt_tokens, completion_tokens in rows:
+    for profile, usage in usage_by_profile(Turn.objects.filter(created_at__gte=timezone.now() - LAST_HOUR)).items():
         if not profile:  # a conversation with no profile chosen runs on the default one
             default = default or default_profile().name
-        for kind, count in ((PROMPT, prompt_tokens), (COMPLETION, completion_tokens)):
+        for kind, count in ((PROMPT, usage.prompt), (COMPLETION, usage.completion)):
             if count:
                 tokens[(str(profile or default), kind)] += count
     per_profile: Counter[str] = Counter()

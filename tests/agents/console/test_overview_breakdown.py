@@ -2,13 +2,14 @@
 tool calls by tool; machine time apart from approval waits; bad ranges are a 400 showing the default."""
 
 import datetime
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
 from agents.console import breakdown
 from agents.console.breakdown import TOP_ROWS, TimeRange, time_range
-from agents.models import Conversation, ModelProfile, RoutingLog, Turn, TurnEvent
+from agents.models import Conversation, Message, ModelProfile, RoutingLog, Turn, TurnEvent
 from tests.support.builders import make_user
 
 pytestmark = pytest.mark.django_db
@@ -103,3 +104,40 @@ def test_a_long_tail_is_summed_as_others(monkeypatch):
     monkeypatch.setattr(breakdown, "tool_outcomes", lambda **_: {row["name"]: (1, row["failed"]) for row in rows})
     top = breakdown._tools(TimeRange("hour", "last hour", NOW - datetime.timedelta(hours=1), NOW))
     assert len(top) == TOP_ROWS and top[-1] == {"name": "6 others", "others": True, "calls": 6, "failed": 3}
+
+
+def spend(row: Turn, *, sent: int, wrote: int) -> None:
+    """A model call that was sent `sent` tokens (its budget event) and an answer of `wrote` tokens."""
+    parts = {"system": sent // 2, "tools": sent - sent // 2, "knowledge": 0, "memory": 0}
+    TurnEvent.objects.create(turn=row, sequence=1, type=TurnEvent.Type.ROUTING, phase="budget", payload=parts)
+    Message.objects.create(conversation=row.conversation, turn=row, role=Message.Role.ASSISTANT, content="ok",
+                           tokens=wrote)  # fmt: skip
+
+
+def test_costs_per_profile_and_per_turn_come_from_the_profiles_prices(traffic, settings):
+    settings.TOOLHUB_CURRENCY = "EUR"
+    fast = ModelProfile.objects.get(name="fast")
+    fast.input_price, fast.output_price = Decimal("2.5"), Decimal("10")  # per million tokens
+    fast.save()
+    first, second = Turn.objects.filter(conversation__model_profile=fast).order_by("id")
+    spend(first, sent=120_000, wrote=20_000)  # 0.30 + 0.20
+    spend(second, sent=280_000, wrote=0)  # 0.70
+    api_turn = Turn.objects.filter(conversation__channel=Conversation.Channel.API).order_by("id").first()
+    spend(api_turn, sent=1_000, wrote=10)  # the default profile: no price set
+    figures = breakdown.breakdown(time_range({}, now=NOW)[0])
+    rows = {row["name"]: row for row in figures["by_profile"]}
+    assert (rows["fast"]["prompt_tokens"], rows["fast"]["completion_tokens"]) == (400_000, 20_000)
+    assert (rows["fast"]["cost"], rows["fast"]["cost_per_turn"]) == ("1.20", "0.6000")
+    assert (rows["default profile"]["cost"], rows["default profile"]["prompt_tokens"]) == (None, 1_000)
+    assert figures["cost"] == "1.20" and figures["unpriced_profiles"] == ["default profile"]
+
+
+def test_the_page_shows_the_cost_and_which_profiles_have_no_price(client, traffic, settings):
+    settings.TOOLHUB_CURRENCY = "EUR"
+    ModelProfile.objects.filter(name="fast").update(output_price=Decimal("3"))
+    spend(Turn.objects.filter(conversation__model_profile__name="fast").first(), sent=10, wrote=1_000_000)
+    spend(Turn.objects.filter(conversation__channel=Conversation.Channel.API).order_by("id").first(), sent=5, wrote=5)
+    client.force_login(make_user("viewer", role="viewer"))
+    page = client.get("/").content.decode()
+    assert "3.00 EUR</span> model cost" in page and "default profile: no price set" in page
+    assert "Cost (EUR)" in page and "set prices" not in page  # a viewer may not edit profiles
