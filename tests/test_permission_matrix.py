@@ -246,6 +246,7 @@ WEBSOCKET_RULES = {
         needs("viewer", True, refused=FORBIDDEN, anonymous=FORBIDDEN),
     ),
     "ws/overview/": ("/ws/overview/", needs("viewer", True, refused=FORBIDDEN, anonymous=FORBIDDEN)),
+    "ws/approvals/": ("/ws/approvals/", needs("viewer", True, refused=FORBIDDEN, anonymous=FORBIDDEN)),
 }
 
 

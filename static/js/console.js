@@ -84,6 +84,28 @@
   window.setInterval(tickCountdowns, 1000);
   document.addEventListener("DOMContentLoaded", tickCountdowns);
 
+  // The approvals inbox follows /ws/approvals/ ([data-approvals-socket]): each message becomes the approvals-changed
+  // event its htmx refresh listens for. While the socket is down it reconnects after 1, 2, 4 ... 30 s (not after a
+  // refusal: 4403); the inbox's slow poll goes on meanwhile.
+  function followApprovals() {
+    var region = document.querySelector("[data-approvals-socket]");
+    if (!region || !window.WebSocket) return;
+    var url = (location.protocol === "https:" ? "wss://" : "ws://") + location.host + region.dataset.approvalsSocket;
+    var delay = 1000;
+    function connect() {
+      var socket = new WebSocket(url);
+      socket.onopen = function () { delay = 1000; };
+      socket.onmessage = function () { document.body.dispatchEvent(new CustomEvent("approvals-changed")); };
+      socket.onclose = function (evt) {
+        if (evt.code === 4403) return;
+        window.setTimeout(connect, delay);
+        delay = Math.min(delay * 2, 30000);
+      };
+    }
+    connect();
+  }
+  document.addEventListener("DOMContentLoaded", followApprovals);
+
   // A polled region ([data-keep-while-used], the approvals inbox) is not refreshed while the keyboard is inside it
   // or a field in it holds text, so a refresh never takes the focus or a half-typed deny reason away.
   document.addEventListener("htmx:beforeRequest", function (evt) {

@@ -46,3 +46,22 @@ def test_a_second_operator_denies_a_waiting_call_from_the_inbox_with_a_reason_by
     inbox.reload()
     expect(inbox.locator(f"#inbox-approval-{approval.pk}")).to_have_count(0)
     expect(inbox.locator("#nav-count-approvals")).to_have_count(0)
+
+
+def test_an_open_inbox_shows_a_new_waiting_call_and_its_decision_without_a_reload(page, new_page, log_in,
+                                                                                  ask_in_console):  # fmt: skip
+    """/ws/approvals/ tells the inbox to read itself again: within seconds, where its own poll waits 30 s."""
+    set_calculator(requires_confirmation=True)
+    inbox = new_page()
+    log_in(inbox, "admin")
+    inbox.goto("/approvals/")
+    expect(inbox.locator("#tool-call-approvals")).to_contain_text("No tool call is waiting")
+    log_in(page, "operator")
+    ask_in_console(page, "What is 15 + 27?")
+    turn = Turn.objects.get()
+    page.locator(f"#turn-{turn.id}").get_by_role("button", name="Approve").wait_for()
+    approval = ToolApproval.objects.get(turn=turn)
+    item = inbox.locator(f"#inbox-approval-{approval.pk}")
+    expect(item).to_contain_text("calculate", timeout=10_000)  # the poll alone would take up to 30 s
+    page.locator(f"#turn-{turn.id}").get_by_role("button", name="Approve").click()  # decided elsewhere
+    expect(inbox.locator("#tool-call-approvals")).to_contain_text("No tool call is waiting", timeout=10_000)
