@@ -10,9 +10,14 @@ browser tests' flags). Logged in as an operator:
   first-contentful-paint entry is read from the page's performance timeline;
 - N new conversations are started from /console/ (the api benchmark's
   query mix, cycled): the time from the click on Send to the first status
-  line of the turn visible on the conversation page, and to the turn done.
+  line of the turn visible on the conversation page, and to the turn done;
+- with /approvals/ open in a second page and the calculator behind approval,
+  --approvals turns ask for one from the console: the time from the
+  approval's request (ToolApproval.requested_at, stored by the server) to
+  its card in the inbox's DOM (a MutationObserver's clock: the same host's);
+  each is then denied from the conversation page.
 
-    .venv/bin/python bench/scripts/page_bench.py --loads 20 --conversations 20
+    .venv/bin/python bench/scripts/page_bench.py --loads 20 --conversations 20 --approvals 20
 """
 
 import argparse
@@ -56,6 +61,16 @@ STAGES = (("redirected", "POST answered (302)"), ("response", "conversation page
           ("css", "its stylesheet loaded"), ("dom", "its DOMContentLoaded"), ("socket", "its socket open"),
           ("status", "first status line in the DOM"),
           ("painted", "first status line visible"))  # fmt: skip
+# In the inbox: when each approval's card was first in the DOM, on the epoch clock (the server's requested_at is too).
+INBOX_SCRIPT = """window.__seen = {};
+new MutationObserver(() => {
+  document.querySelectorAll("[id^=inbox-approval-]").forEach((card) => {
+    if (!(card.id in window.__seen)) window.__seen[card.id] = performance.timeOrigin + performance.now();
+  });
+}).observe(document, {childList: true, subtree: true});"""
+INBOX_QUESTION = "What is 15 + 27?"  # the calculator, which the run puts behind approval
+
+
 # The paint entry may be recorded a frame after `load`: wait for it (buffered) rather than read too early.
 FCP_SCRIPT = """() => new Promise((resolve) => {
   const found = () => performance.getEntriesByName("first-contentful-paint")[0];
@@ -104,6 +119,41 @@ def new_conversation(page, question: str, timeout_ms: float) -> dict:
     return {"stages": stages, "done": done, "conversation": page.url.rstrip("/").rsplit("/", 1)[-1]}
 
 
+def inbox_latency(context, page, count: int, timeout_ms: float) -> list[float]:
+    """ms from each approval's request to its card in an open inbox (see the module's docstring)."""
+    from agents.models import ToolApproval
+    from tests.browser.test_console import set_calculator
+
+    # Playwright's sync API keeps an event loop in this thread; these ORM calls are still sequential (as in the
+    # browser tests: tests/browser/conftest.py's orm_beside_playwright).
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    set_calculator(requires_confirmation=True)
+    inbox = context.new_page()
+    inbox.add_init_script(INBOX_SCRIPT)
+    inbox.goto("/approvals/", wait_until="load")
+    inbox.wait_for_selector("body[data-approvals-socket=open]", timeout=timeout_ms)
+    latencies = []
+    try:
+        for _ in range(count):
+            page.goto("/console/", wait_until="load")
+            page.wait_for_selector("body[data-live=open]")
+            page.get_by_label("Start a conversation").fill(INBOX_QUESTION)
+            page.get_by_role("button", name="Send").click()
+            deny = page.get_by_role("button", name="Deny")
+            deny.wait_for(timeout=timeout_ms)
+            approval = ToolApproval.objects.filter(status=ToolApproval.Status.PENDING).latest("id")
+            card = f"inbox-approval-{approval.pk}"
+            inbox.wait_for_selector(f"#{card}", timeout=timeout_ms)
+            seen = inbox.evaluate(f"window.__seen[{card!r}]")
+            latencies.append(seen - approval.requested_at.timestamp() * 1000)
+            deny.click()
+            page.wait_for_selector(TURN_DONE, timeout=timeout_ms)
+    finally:
+        set_calculator(requires_confirmation=False)
+        inbox.close()
+    return latencies
+
+
 def run(args, base: str, session: str) -> dict:
     from playwright.sync_api import sync_playwright
 
@@ -120,19 +170,21 @@ def run(args, base: str, session: str) -> dict:
         for question in WARM_UP_QUERIES:
             new_conversation(page, question, timeout_ms)
         sends = [new_conversation(page, QUERIES[i % len(QUERIES)], timeout_ms) for i in range(args.conversations)]
+        inbox = inbox_latency(context, page, args.approvals, timeout_ms) if args.approvals else []
         paths = (*PAGES, f"/console/{sends[-1]['conversation']}/") if sends else PAGES
         paints = {}
         for path in paths:
             first_paint(page, path)  # warm: templates compiled, static files cached
             paints[path] = [first_paint(page, path) for _ in range(args.loads)]
         browser.close()
-    return {"sends": sends, "paints": paints}
+    return {"sends": sends, "paints": paints, "inbox": inbox}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", type=int, default=20, help="timed loads of each page (default 20)")
     parser.add_argument("--conversations", type=int, default=20, help="timed new conversations (default 20)")
+    parser.add_argument("--approvals", type=int, default=20, help="timed approvals seen by the inbox (0: none)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a page or a turn may take")
     args = parser.parse_args()
     if args.loads < 1 or args.conversations < 1:
@@ -168,6 +220,12 @@ def report(args, figures: dict, load_before: tuple, load_after: tuple) -> None:
             print(f"  {label:32} p50 {pct(values, 0.5):>5}  p95 {pct(values, 0.95):>5}{shown}")
     done = [send["done"] for send in sends]
     print(f"  {'turn done (seen by Playwright)':32} p50 {pct(done, 0.5):>5}  p95 {pct(done, 0.95):>5}")
+    inbox = figures["inbox"]
+    if inbox:
+        print(
+            f"\nApprovals inbox open, {len(inbox)} calls asking for approval: ms from the request (stored) to its card "
+            f"in the inbox: p50 {pct(inbox, 0.5)}  p95 {pct(inbox, 0.95)}  max {round(max(inbox))} (target: p95 1000)"
+        )
 
 
 if __name__ == "__main__":

@@ -94,9 +94,10 @@
     var delay = 1000;
     function connect() {
       var socket = new WebSocket(url);
-      socket.onopen = function () { delay = 1000; };
+      socket.onopen = function () { delay = 1000; document.body.dataset.approvalsSocket = "open"; };
       socket.onmessage = function () { document.body.dispatchEvent(new CustomEvent("approvals-changed")); };
       socket.onclose = function (evt) {
+        document.body.dataset.approvalsSocket = "closed";
         if (evt.code === 4403) return;
         window.setTimeout(connect, delay);
         delay = Math.min(delay * 2, 30000);
