@@ -4,6 +4,7 @@
 - openai_api/   POST /v1/chat/completions (JSON or SSE), /v1/models, approvals by API key;
 - mcp_gateway/  toolhub as an MCP server at /mcp (tools, resources, subscriptions, progress) and its OAuth;
 - access/       who may do what (abilities per role and API-key scope) and the API keys themselves;
+- account/      a signed-in user's own settings: the time zone pages and sockets show times in (/account/);
 - turns/        one turn's lifecycle: start, dispatch to Celery, the runtime loop, lease, end/fail/cancel,
                 approvals, events, tool calls, memory, prompt, workflows, learning, retention;
 - router/       the steward: a request -> RoutingDecision and 0-5 recommended tools (`analyze`);

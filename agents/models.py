@@ -1,11 +1,14 @@
-"""Conversation data: messages, turns and their events, routing logs, workflows, model profiles.
+"""Conversation data: messages, turns and their events, routing logs, workflows, model profiles, and each user's own
+display preferences (their time zone).
 
 Status and event-type constants are defined here once and used everywhere.
 Workflow concurrency (version CAS, idempotency) is enforced by the database
 through the constraints below, never by check-then-write in Python.
 """
 
+import functools
 import math
+import zoneinfo
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -637,3 +640,34 @@ class RetentionRun(models.Model):
 
     def __str__(self):
         return f"retention run {self.started_at:%Y-%m-%d %H:%M} ({self.turns} turns)"
+
+
+# Names the tz database lists that name no place: the machine's own zone (it differs between machines) and the
+# database's placeholder.
+NOT_PLACES = frozenset({"localtime", "Factory"})
+
+
+@functools.cache
+def time_zone_names() -> frozenset[str]:
+    """The zone names a user may choose (zoneinfo's, read once per process)."""
+    return frozenset(zoneinfo.available_timezones() - NOT_PLACES)
+
+
+def validate_time_zone(value: str) -> None:
+    if value not in time_zone_names():
+        raise ValidationError("Not a time zone name (e.g. Europe/Paris, Asia/Ho_Chi_Minh, UTC).")
+
+
+class UserPreference(models.Model):
+    """A signed-in user's own settings (their account page): today the zone the pages show times in."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference")
+    time_zone = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[validate_time_zone],
+        help_text="An IANA zone name; empty: the browser's zone, else TOOLHUB_TIME_ZONE.",
+    )
+
+    def __str__(self):
+        return f"{self.user} prefers {self.time_zone or 'the browser zone'}"

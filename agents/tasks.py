@@ -5,6 +5,7 @@ from typing import Any
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 from oauth2_provider.models import clear_expired
 from opentelemetry.trace import StatusCode
 from opentelemetry.util.types import AttributeValue
@@ -21,9 +22,15 @@ from .turns.workflows import cleanup_workflows
 def run_turn(turn_id: int) -> None:
     """Idempotent: a finished turn is skipped, a redelivered running one restarts cleanly. Whatever it logs carries
     the turn and its conversation (toolhub.log_context); with traces on it is an `invoke_agent` span, a child of
-    the request that started or resumed the turn (the task carries its context)."""
+    the request that started or resumed the turn (the task carries its context). The turn reads the clock in the
+    server's zone (TOOLHUB_TIME_ZONE) wherever it runs, never in the viewer's zone of a request it runs inside (eager
+    Celery, the embedded default: agents/account/middleware.py)."""
     conversation_id = Turn.objects.filter(pk=turn_id).values_list("conversation_id", flat=True).first()
-    with bound(turn_id=turn_id, conversation_id=conversation_id), turn_span(turn_id, conversation_id):
+    with (
+        timezone.override(None),
+        bound(turn_id=turn_id, conversation_id=conversation_id),
+        turn_span(turn_id, conversation_id),
+    ):
         runtime.run_turn(turn_id)
 
 

@@ -178,6 +178,8 @@ RULES = {
         "/console/turns/{turn}/cancel",
         {"GET": everyone(405), "POST": needs("operator", 302)},
     ),
+    # one's own settings (the time zone): whoever is signed in, no role needed; the probe saves "follow my browser"
+    "account/": ("/account/", {"GET": signed_in(200), "POST": signed_in(302)}),
     # the API: a key of the principal (anonymous: no key)
     "v1/chat/completions": (
         "/v1/chat/completions",

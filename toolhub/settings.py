@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",
     "channels",
     "django_htmx",
     "oauth2_provider",
@@ -133,6 +134,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After the user is known: times show in their saved zone, else their browser's, else TIME_ZONE.
+    "agents.account.middleware.TimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "agents.turns.middleware.WorkflowErrorMiddleware",
@@ -512,7 +515,8 @@ LOGIN_REDIRECT_URL = "overview"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
-# The zone the pages show times in, with its abbreviation (stored times are UTC whatever this says).
+# The zone pages show times in, with its abbreviation, for a viewer who saved none and whose browser has not told its
+# own (agents/account); turns read the clock in it. Stored times are UTC whatever this says.
 TIME_ZONE = os.environ.get("TOOLHUB_TIME_ZONE", "UTC").strip() or "UTC"
 try:
     zoneinfo.ZoneInfo(TIME_ZONE)

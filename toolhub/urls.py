@@ -35,4 +35,5 @@ urlpatterns = [
     path("", include("catalog.web.urls")),
     path("v1/", include("agents.openai_api.urls")),
     path("", include("agents.console.urls")),
+    path("", include("agents.account.urls")),
 ]

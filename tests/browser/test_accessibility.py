@@ -61,7 +61,7 @@ PAGE_NAMES = (
     "overview", "console", "console-conversation", "approvals", "turn-search", "tool-activity", "routing",
     "routing-detail", "workflows", "catalog", "tool-detail", "policies", "policy-detail", "policy-simulate",
     "policy-rollback", "policy-review", "knowledge", "knowledge-review", "knowledge-detail", "mcp-servers",
-    "mcp-server-detail", "mcp-server-add", "mcp-server-edit",
+    "mcp-server-detail", "mcp-server-add", "mcp-server-edit", "account",
 )  # fmt: skip
 
 
@@ -150,6 +150,7 @@ def build_pages(page, ask_in_console) -> dict[str, str]:
         "mcp-server-add": "/mcp-servers/add/",
         "mcp-server-edit": "/mcp-servers/loyalty/edit/",
         "turn-search (a bad date)": "/console/search/?since=2026-13-45",
+        "account": "/account/",
     }
 
 

@@ -136,9 +136,9 @@ def test_the_page_takes_the_same_queries_whatever_the_number_of_calls(client, ow
         for minute in range(5):
             events.call("calculate", NOW - datetime.timedelta(minutes=minute + 1), 10)
     client.force_login(owner)
-    # session, user, permissions (2), the tool, its events, the recent calls' arguments, the header's model and
-    # approvals count
-    with django_assert_max_num_queries(9):
+    # session, user, the user's time zone, permissions (2), the tool, its events, the recent calls' arguments, the
+    # header's model and approvals count
+    with django_assert_max_num_queries(10):
         page = client.get("/console/tools/calculate/").content.decode()
     assert 'id="activity-calls">50' in page
 

@@ -181,9 +181,9 @@ def test_a_page_of_results_takes_the_same_queries_whatever_their_number(client, 
     for i in range(PAGE_SIZE):
         make_search_turn(ops if i % 2 else api_user, f"request {i}", answer=f"answer {i}", tools=["calculate", "clock"])
     client.force_login(ops)
-    # session, user, permissions (2), owner check, count, page, its messages, its tool calls, the header's model
-    # and approvals count
-    with django_assert_max_num_queries(11):
+    # session, user, the user's time zone, permissions (2), owner check, count, page, its messages, its tool calls,
+    # the header's model and approvals count
+    with django_assert_max_num_queries(12):
         response = client.get(URL, {"q": "request", "tool": "calculate", "owner": "ops", "since": "2000-01-01"})
     assert response.content.decode().count('class="search-result"') == PAGE_SIZE // 2
 
