@@ -14,6 +14,11 @@ A conversation viewer sees the stored history first, then live events:
 it joins the fan-out before reading the store, drops what it already sent
 (sequence <= last) and fills any gap from the store, so nothing is missed
 or shown twice.
+
+Each socket renders in its viewer's time zone (agents/account/zones.py:
+their saved zone, else their browser's cookie, else the server's), active
+for the socket's whole life; what is rendered once per process for all
+viewers is rendered once per zone (the zone is part of its cache key).
 """
 
 import asyncio
@@ -25,7 +30,9 @@ from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.utils import await_many_dispatch
+from django.utils import timezone
 
+from agents.account.zones import zone_for
 from agents.models import Conversation, TurnEvent
 from agents.turns.approvals import PERMISSION as DECIDE_PERMISSION
 from agents.turns.events import MESSAGE_TYPE
@@ -64,8 +71,10 @@ async def _render(event: dict, can_decide: bool, own: bool) -> str:
 
 
 async def event_fragment(event: dict, *, can_decide: bool, own: bool = False) -> str:
-    """`own`: the viewer started the turn (four eyes: its risky calls show Deny only)."""
-    key = ("fragment", event["turn"], event["sequence"], event.get("created_at"), can_decide, own)  # never changes
+    """`own`: the viewer started the turn (four eyes: its risky calls show Deny only). Rendered in the current time
+    zone (the socket's) and shared with the sockets of that zone: an event's fragment never changes."""
+    zone = timezone.get_current_timezone_name()
+    key = ("fragment", event["turn"], event["sequence"], event.get("created_at"), can_decide, own, zone)
     return await once_per_process(key, lambda: _render(event, can_decide, own))
 
 
@@ -74,6 +83,12 @@ def _permissions(user) -> tuple[bool, bool]:
     if not user.is_authenticated:
         return False, False
     return user.has_perm(VIEW_PERMISSION), user.has_perm(DECIDE_PERMISSION)
+
+
+@database_sync_to_async
+def _zone(scope) -> str:
+    """The viewer's zone, as their pages get it from agents.account.middleware (the socket carries their cookies)."""
+    return zone_for(scope["user"], scope.get("cookies", {})).name
 
 
 class ConsoleBase(AsyncWebsocketConsumer):
@@ -104,6 +119,9 @@ class ConsoleBase(AsyncWebsocketConsumer):
         if not self.may_view:
             await self.close(code=FORBIDDEN)
             return
+        # For the socket's life: its task, the threads it reads and renders in, and the shared renders it starts.
+        self.zone = await _zone(self.scope)
+        timezone.activate(self.zone)
         if not await self.prepare():
             await self.close(code=NOT_FOUND)
             return
@@ -230,7 +248,7 @@ class OverviewConsumer(ConsoleBase):
         event = message["event"]
         if event["type"] == TurnEvent.Type.DELTA:
             return
-        self.heard = ("overview", event["turn"], event["sequence"], event.get("created_at"))
+        self.heard = ("overview", event["turn"], event["sequence"], event.get("created_at"), self.zone)
         if self.pending is not None:
             return
         wait = self.refreshed + OVERVIEW_REFRESH_SECONDS - time.monotonic()

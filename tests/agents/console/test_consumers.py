@@ -2,6 +2,7 @@
 each process follows the console group once and fans every event out to its own sockets (agents/console/fanout.py)."""
 
 import asyncio
+import datetime
 import re
 
 import pytest
@@ -14,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.db import connections
 
+from agents.account.zones import save_time_zone
 from agents.console import consumers, fanout, overview
 from agents.console import fragments as console
 from agents.console.consumers import FORBIDDEN
@@ -505,3 +507,32 @@ async def test_list_viewers_of_a_process_share_one_read_of_a_changed_row(communi
         inserted = await socket.receive_from()
         assert 'hx-swap-oob="afterbegin:#conversation-list"' in inserted and "What is 6 * 7?" in inserted
     assert [read for read in reads if "ids" in read] == [{"ids": [turn.conversation_id]}]  # one read, not three
+
+
+async def test_each_overview_socket_renders_in_its_viewers_zone_before_and_after_a_refresh(communicator):
+    """The refresh is rendered once per process for each zone its sockets show, not once for all of them."""
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    tokyo = communicator("/ws/overview/", viewer)
+    tokyo.scope["cookies"] = {"toolhub_tz": "Asia/Tokyo"}  # as AuthMiddlewareStack's CookieMiddleware puts them
+    server = communicator("/ws/overview/", viewer)  # no cookie: the server's zone
+    for socket in (tokyo, server):
+        assert (await socket.connect())[0]
+    assert "minute (Asia/Tokyo)" in await tokyo.receive_from()
+    assert "minute (UTC)" in await server.receive_from()
+    turn = await new_turn(viewer)
+    await store(turn, TurnEvent.Type.STATUS, phase="analysis", message="Consulting the steward")
+    assert "minute (Asia/Tokyo)" in await tokyo.receive_from(timeout=3)
+    assert "minute (UTC)" in await server.receive_from(timeout=3)
+
+
+async def test_a_conversation_socket_shows_times_in_the_viewers_saved_zone(communicator):
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    await sync_to_async(save_time_zone)(user=viewer, name="Asia/Tokyo")
+    turn = await new_turn(viewer)
+    await sync_to_async(Turn.objects.filter(pk=turn.pk).update)(
+        created_at=datetime.datetime(2026, 1, 15, 3, 4, 5, tzinfo=datetime.UTC)
+    )
+    socket = communicator(f"/ws/console/{turn.conversation_id}/", viewer)
+    socket.scope["cookies"] = {"toolhub_tz": "America/New_York"}  # the saved zone wins
+    assert (await socket.connect())[0]
+    assert "2026-01-15 12:04:05 JST" in await socket.receive_from()
