@@ -621,6 +621,34 @@ class RetentionDay(models.Model):
         return self.bucket_percentile(self.steward_ms_buckets, 0.95)
 
 
+class MetricsDay(models.Model):
+    """/metrics' sum of one closed day's stored rows, so a scrape reads only the open days' rows
+    (agents/observability/rollup.py).
+
+    Summed once, when the day ended METRICS_CLOSED_AFTER_DAYS ago: the ended turns created that day by outcome, and
+    the routing logs written that day (requests, fallbacks, schema tokens saved, latency buckets as RetentionDay's).
+    When retention later removes some of those rows it moves their figures from here to RetentionDay in the same
+    transaction, so RetentionDay + MetricsDay + the open days' rows count every row once. A value that changed after
+    the day was summed stays as summed (figures may go below zero here, never in the sum).
+    """
+
+    day = models.DateField(unique=True)
+    turns_done = models.BigIntegerField(default=0)
+    turns_failed = models.BigIntegerField(default=0)
+    turns_cancelled = models.BigIntegerField(default=0)
+    routing_logs = models.BigIntegerField(default=0)
+    fallbacks = models.BigIntegerField(default=0)
+    tokens_saved = models.BigIntegerField(default=0)
+    turn_ms_buckets = models.JSONField(default=list, blank=True)
+    steward_ms_buckets = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-day"]
+
+    def __str__(self):
+        return f"metrics of {self.day}"
+
+
 class RetentionRun(models.Model):
     """One run of retention (beat task or `manage.py apply_retention`): its cutoff and what it removed."""
 

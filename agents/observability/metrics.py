@@ -6,10 +6,11 @@ turn queue (agents/observability/broker.py) and PostgreSQL's own view of its con
 scrape answers the same whichever Daphne the balancer picks, and no process's restart resets a counter. Counters
 therefore count since the first turn, retained or not: turns by outcome, routing requests and fallbacks, schema tokens
 kept out of prompts; the turn and steward latency histograms add the stored routing logs' times to RetentionDay's
-buckets (the same bounds, so nothing is interpolated). Retention keeps no per-tool, per-channel, per-approval or
-per-profile figures, so those are gauges over the last hour rather than counters that would drop when old turns are
-removed. The histograms carry `_count` but no `_sum`: retention keeps bucket counts only, and a sum over the stored
-rows alone would be wrong.
+buckets (the same bounds, so nothing is interpolated). Closed days are summed once (MetricsDay,
+agents/observability/rollup.py): a scrape reads the rows of today and yesterday only, whatever the retention.
+Retention keeps no per-tool, per-channel, per-approval or per-profile figures, so those are gauges over the last
+hour rather than counters that would drop when old turns are removed. The histograms carry `_count` but no `_sum`:
+retention keeps bucket counts only, and a sum over the stored rows alone would be wrong.
 
 Label values stay few whatever users and MCP servers send: channels, outcomes, states and decisions are fixed sets;
 tool, server and model profile names past the busiest few share the value "other" (TOOL_SERIES, SERVER_SERIES,
@@ -31,7 +32,6 @@ from django.db.models import (
     IntegerField,
     Q,
     QuerySet,
-    Sum,
     Value,
     When,
 )
@@ -39,7 +39,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from agents.console.metrics import FAILED_RESULT, TOKENS_SAVED, usage_by_profile
+from agents.console.metrics import FAILED_RESULT, usage_by_profile
 from agents.models import (
     Conversation,
     RetentionDay,
@@ -51,7 +51,7 @@ from agents.models import (
 )
 from catalog.models import McpServer
 
-from . import broker
+from . import broker, rollup
 
 BOUNDS_MS = RetentionDay.LATENCY_BUCKETS_MS
 LAST_HOUR = datetime.timedelta(hours=1)
@@ -71,10 +71,12 @@ DECISIONS = tuple(status for status in ToolApproval.Status.values if status != T
 
 def collect() -> Iterator[Metric]:
     """Every metric family, in a stable order (a `Collector` for prometheus_client's registry)."""
-    removed = _removed()
-    yield from _turns(removed)
+    rollup.close_days()
+    since = rollup.horizon()
+    kept = rollup.summed()
+    yield from _turns(kept, since)
     yield _turns_by_channel()
-    yield from _routing(removed)
+    yield from _routing(kept, since)
     yield from _approvals()
     yield _tool_calls()
     yield _tokens()
@@ -88,27 +90,15 @@ def busiest(counts: dict[str, int], limit: int) -> set[str]:
     return set(sorted(counts, key=lambda name: (-counts[name], name))[:limit])
 
 
-def _removed() -> dict:
-    """What retention removed, summed over its days (RetentionDay), in one query."""
-    fields = ("turns_done", "turns_failed", "turns_cancelled", "routing_logs", "fallbacks", "tokens_saved")
-    removed: dict = dict.fromkeys(fields, 0) | {"turn_ms": [0] * (len(BOUNDS_MS) + 1),
-                                                "steward_ms": [0] * (len(BOUNDS_MS) + 1)}  # fmt: skip
-    for row in RetentionDay.objects.values_list(*fields, "turn_ms_buckets", "steward_ms_buckets"):
-        for field, value in zip(fields, row[: len(fields)], strict=True):
-            removed[field] += value
-        for field, counts in (("turn_ms", row[-2]), ("steward_ms", row[-1])):
-            for index, count in enumerate(counts or []):
-                removed[field][index] += count
-    return removed
-
-
-def _turns(removed: dict) -> Iterator[Metric]:
+def _turns(kept: rollup.Figures, since: datetime.datetime) -> Iterator[Metric]:
+    """Ended turns: those retention removed and the closed days' (`kept`), and the open days' read now; turns not
+    ended, of the open days (a turn's deadline is minutes: none is older)."""
     ended = CounterMetricFamily(
         "toolhub_turns", "Turns that ended, by outcome (retained or removed).", labels=["outcome"]
     )
-    stored = dict(Turn.objects.order_by().values_list("status").annotate(n=Count("id")))
+    stored = dict(Turn.objects.filter(created_at__gte=since).order_by().values_list("status").annotate(n=Count("id")))
     for outcome in Turn.ENDED:
-        ended.add_metric([outcome], stored.get(outcome, 0) + removed[f"turns_{outcome}"])
+        ended.add_metric([outcome], stored.get(outcome, 0) + getattr(kept, f"turns_{outcome}"))
     yield ended
     now = GaugeMetricFamily("toolhub_turns_in_progress", "Turns not ended, by state.", labels=["state"])
     for state in (Turn.Status.QUEUED, Turn.Status.RUNNING, Turn.Status.WAITING):
@@ -139,34 +129,28 @@ def _turns_by_channel() -> Metric:
     return family
 
 
-def _routing(removed: dict) -> Iterator[Metric]:
-    """The routing counters and the turn and steward latency histograms, from one pass over the routing logs: their
-    counts grouped by each latency's bucket (RetentionDay's bounds) and by fallback."""
-    rows = (
-        RoutingLog.objects.order_by()
-        .annotate(turn_bucket=_bucket("turn_ms"), steward_bucket=_bucket("steward_ms"))
-        .values_list("turn_bucket", "steward_bucket", "fallback")
-        .annotate(n=Count("id"), saved=Sum(TOKENS_SAVED))
-    )
-    requests, fallbacks, saved = removed["routing_logs"], removed["fallbacks"], removed["tokens_saved"]
-    buckets = {"turn_ms": list(removed["turn_ms"]), "steward_ms": list(removed["steward_ms"])}
-    for turn_bucket, steward_bucket, fallback, n, tokens in rows:
-        requests, fallbacks, saved = requests + n, fallbacks + (n if fallback else 0), saved + (tokens or 0)
-        for field, index in (("turn_ms", turn_bucket), ("steward_ms", steward_bucket)):
-            if index is not None:
-                buckets[field][index] += n
-    yield CounterMetricFamily("toolhub_routing_requests", "Requests the steward routed.", value=requests)
+def _routing(kept: rollup.Figures, since: datetime.datetime) -> Iterator[Metric]:
+    """The routing counters and the turn and steward latency histograms: the open days' routing logs in one grouped
+    query (by each latency's bucket, RetentionDay's bounds, and by fallback), plus `kept`."""
+    live = rollup.routing_figures(RoutingLog.objects.filter(created_at__gte=since))
     yield CounterMetricFamily(
-        "toolhub_routing_fallbacks", "Routed requests that fell back (the steward could not decide).", value=fallbacks
+        "toolhub_routing_requests", "Requests the steward routed.", value=live.routing_logs + kept.routing_logs
     )
     yield CounterMetricFamily(
-        "toolhub_schema_tokens_saved", "Tool schema tokens kept out of prompts by deferral.", value=saved
-    )
-    yield _latency("toolhub_turn_duration_seconds", "Turn time from the steward to the answer.", buckets["turn_ms"])
-    yield _latency("toolhub_steward_duration_seconds", "The steward's routing time per request.", buckets["steward_ms"])
+        "toolhub_routing_fallbacks", "Routed requests that fell back (the steward could not decide).",
+        value=live.fallbacks + kept.fallbacks,
+    )  # fmt: skip
+    yield CounterMetricFamily(
+        "toolhub_schema_tokens_saved", "Tool schema tokens kept out of prompts by deferral.",
+        value=live.tokens_saved + kept.tokens_saved,
+    )  # fmt: skip
+    turn_ms = [a + b for a, b in zip(live.turn_ms, kept.turn_ms, strict=True)]
+    steward_ms = [a + b for a, b in zip(live.steward_ms, kept.steward_ms, strict=True)]
+    yield _latency("toolhub_turn_duration_seconds", "Turn time from the steward to the answer.", turn_ms)
+    yield _latency("toolhub_steward_duration_seconds", "The steward's routing time per request.", steward_ms)
 
 
-def _bucket(field: str) -> Case:
+def bucket_index(field: str) -> Case:
     """The index of the latency bucket RoutingLog.<field> falls in (the last one open), None when it is not set."""
     bounds = [When(**{f"{field}__lte": top}, then=Value(index)) for index, top in enumerate(BOUNDS_MS)]
     return Case(*bounds, When(**{f"{field}__isnull": False}, then=Value(len(BOUNDS_MS))), default=None,

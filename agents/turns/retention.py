@@ -2,8 +2,9 @@
 and so does a conversation they leave empty.
 
 Each batch is one short transaction that adds what it removes to the day's RetentionDay (counts and latency
-buckets, so the overview's totals stay right) and deletes it; a crash between batches loses nothing and counts
-nothing twice, and a rerun carries on. It must never touch a turn that is not finished (queued, running, waiting
+buckets, so the overview's totals stay right), takes it out of /metrics' summed days (MetricsDay,
+agents/observability/rollup.py) and deletes it; a crash between batches loses nothing and counts nothing twice,
+and a rerun carries on. It must never touch a turn that is not finished (queued, running, waiting
 on an approval), nor any row of a conversation with an open (active) workflow. A conversation goes in the batch that
 removed its last turn or message, when nothing of it is left (no turn, no message, no workflow of any status: a
 submitted workflow keeps its idempotency key and result) and it was not updated since the cutoff; conversations are
@@ -23,6 +24,7 @@ from django.db.models import Count, Exists, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from agents.models import Conversation, Message, RetentionDay, RetentionRun, RoutingLog, Turn, TurnEvent, Workflow
+from agents.observability import rollup
 
 _Row = TypeVar("_Row", bound=Model)
 
@@ -131,6 +133,16 @@ def _add_log(figures: DayFigures, log: RoutingLog) -> None:
         figures.turn_ms.append(log.turn_ms)
 
 
+def _add_summed(summary: rollup.Figures, log: RoutingLog) -> None:
+    """A removed log as /metrics' summed days count it (agents/observability/rollup.py)."""
+    summary.routing_logs += 1
+    summary.fallbacks += log.fallback
+    summary.tokens_saved += log.tokens_saved
+    for buckets, value in ((summary.turn_ms, log.turn_ms), (summary.steward_ms, log.steward_ms)):
+        if value is not None:
+            buckets[RetentionDay.bucket_counts([value]).index(1)] += 1
+
+
 LOG_FIELDS = ("turn_id", "created_at", "fallback", "steward_ms", "turn_ms", "catalog_schema_tokens",
               "loaded_schema_tokens", "deferred_listing_tokens")  # fmt: skip
 
@@ -171,20 +183,21 @@ def _add_buckets(stored: list[int], added: list[int]) -> list[int]:
 def _turn_batch(cutoff: datetime.datetime, batch_size: int, result: RetentionResult) -> bool:
     """Summarise and delete up to `batch_size` expired turns and their rows in one transaction; False when none."""
     with transaction.atomic():
+        rollup.day_lock()
         turns = _locked(expired_turns(cutoff), batch_size, "id", "status", "created_at", "conversation_id")
         if not turns:
             return False
         ids = [turn.id for turn in turns]
         day_of_turn = {turn.id: turn.created_at.date() for turn in turns}
         figures: defaultdict[datetime.date, DayFigures] = defaultdict(DayFigures)
+        summed: defaultdict[datetime.date, rollup.Figures] = defaultdict(rollup.Figures)  # by MetricsDay's days
         for turn in turns:
             day = figures[day_of_turn[turn.id]]
-            if turn.status == Turn.Status.DONE:
-                day.turns_done += 1
-            elif turn.status == Turn.Status.CANCELLED:
-                day.turns_cancelled += 1
-            else:
-                day.turns_failed += 1
+            outcome = "done" if turn.status == Turn.Status.DONE else (
+                "cancelled" if turn.status == Turn.Status.CANCELLED else "failed")  # fmt: skip
+            setattr(day, f"turns_{outcome}", getattr(day, f"turns_{outcome}") + 1)
+            summary = summed[day_of_turn[turn.id]]
+            setattr(summary, f"turns_{outcome}", getattr(summary, f"turns_{outcome}") + 1)
         for row in TurnEvent.objects.filter(turn_id__in=ids).values("turn_id").annotate(n=Count("id")).order_by():
             figures[day_of_turn[row["turn_id"]]].events += row["n"]
         for row in Message.objects.filter(turn_id__in=ids).values("turn_id").annotate(n=Count("id")).order_by():
@@ -192,7 +205,9 @@ def _turn_batch(cutoff: datetime.datetime, batch_size: int, result: RetentionRes
         for log in RoutingLog.objects.filter(turn_id__in=ids).only(*LOG_FIELDS):
             assert log.turn_id is not None  # a log of one of these turns
             _add_log(figures[day_of_turn[log.turn_id]], log)
+            _add_summed(summed[log.created_at.date()], log)
         _record(figures)
+        rollup.unsum(summed)
         result.events += TurnEvent.objects.filter(turn_id__in=ids).delete()[0]
         result.messages += Message.objects.filter(turn_id__in=ids).delete()[0]
         result.routing_logs += RoutingLog.objects.filter(turn_id__in=ids).delete()[0]
@@ -221,13 +236,17 @@ def _loose_messages_batch(cutoff: datetime.datetime, batch_size: int, result: Re
 def _loose_logs_batch(cutoff: datetime.datetime, batch_size: int, result: RetentionResult) -> bool:
     """Summarise and delete up to `batch_size` expired routing logs of no turn in one transaction; False when none."""
     with transaction.atomic():
+        rollup.day_lock()
         logs = _locked(expired_loose_routing_logs(cutoff), batch_size, *LOG_FIELDS)
         if not logs:
             return False
         figures: defaultdict[datetime.date, DayFigures] = defaultdict(DayFigures)
+        summed: defaultdict[datetime.date, rollup.Figures] = defaultdict(rollup.Figures)
         for log in logs:
             _add_log(figures[log.created_at.date()], log)
+            _add_summed(summed[log.created_at.date()], log)
         _record(figures)
+        rollup.unsum(summed)
         result.routing_logs += RoutingLog.objects.filter(id__in=[log.id for log in logs]).delete()[0]
     result.batches += 1
     return True
