@@ -27,13 +27,9 @@ from collections.abc import Iterable, Iterator
 from django.conf import settings
 from django.db import connection
 from django.db.models import (
-    Case,
     Count,
-    IntegerField,
     Q,
     QuerySet,
-    Value,
-    When,
 )
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
@@ -148,13 +144,6 @@ def _routing(kept: rollup.Figures, since: datetime.datetime) -> Iterator[Metric]
     steward_ms = [a + b for a, b in zip(live.steward_ms, kept.steward_ms, strict=True)]
     yield _latency("toolhub_turn_duration_seconds", "Turn time from the steward to the answer.", turn_ms)
     yield _latency("toolhub_steward_duration_seconds", "The steward's routing time per request.", steward_ms)
-
-
-def bucket_index(field: str) -> Case:
-    """The index of the latency bucket RoutingLog.<field> falls in (the last one open), None when it is not set."""
-    bounds = [When(**{f"{field}__lte": top}, then=Value(index)) for index, top in enumerate(BOUNDS_MS)]
-    return Case(*bounds, When(**{f"{field}__isnull": False}, then=Value(len(BOUNDS_MS))), default=None,
-                output_field=IntegerField())  # fmt: skip
 
 
 def _latency(name: str, documentation: str, counts: list[int]) -> Metric:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Min, Sum
+from django.db.models import Case, Count, IntegerField, Min, Sum, Value, When
 from django.utils import timezone
 
 from agents.console.metrics import TOKENS_SAVED
@@ -129,8 +129,6 @@ def _sum_day(day: datetime.date) -> int:
 
 def routing_figures(logs) -> Figures:
     """Requests, fallbacks, tokens saved and the latency buckets of a RoutingLog queryset, in one grouped query."""
-    from .metrics import bucket_index  # the metrics' own bucket expression
-
     figures = Figures()
     rows = (
         logs.order_by()
@@ -146,6 +144,14 @@ def routing_figures(logs) -> Figures:
             if index is not None:
                 buckets[index] += n
     return figures
+
+
+def bucket_index(field: str) -> Case:
+    """The index of the latency bucket RoutingLog.<field> falls in (the last one open), None when it is not set."""
+    bounds = RetentionDay.LATENCY_BUCKETS_MS
+    cases = [When(**{f"{field}__lte": top}, then=Value(index)) for index, top in enumerate(bounds)]
+    return Case(*cases, When(**{f"{field}__isnull": False}, then=Value(len(bounds))), default=None,
+                output_field=IntegerField())  # fmt: skip
 
 
 def unsum(removed: Mapping[datetime.date, Figures]) -> None:
