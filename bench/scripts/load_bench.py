@@ -96,13 +96,65 @@ def resources(pid: int) -> dict:
     return {"fds": fds, "rss_mb": round(rss_kb / 1024, 1)}
 
 
-def burst(base: str, key: str, count: int, *, stream: bool, timeout: float) -> dict:
-    """`count` requests sent at once, one thread each; their figures."""
+def worker_pids(app: Celery) -> list[int]:
+    """The pids of this run's worker: its main process and its pool processes (from the worker's own stats; the
+    worker is a fork of the test fork server, not a child of the process `celery_worker` started)."""
+    prefix = f"itest-{os.getpid()}-"
+    for name, stats in (app.control.inspect(timeout=2).stats() or {}).items():
+        if name.startswith(prefix):
+            return [int(stats["pid"]), *(int(pid) for pid in stats["pool"].get("processes", []))]
+    return []
+
+
+def listening_pid(port: int) -> int | None:
+    """The process that listens on this loopback TCP port (Daphne is a fork of the test fork server)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":  # LISTEN
+            inodes.add(f"socket:[{fields[9]}]")
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if any(os.readlink(fd) in inodes for fd in (entry / "fd").iterdir()):
+                    return int(entry.name)
+            except OSError:
+                continue
+    return None
+
+
+def host_busy_seconds() -> float:
+    """CPU time the whole host spent busy (every process, other jobs' too), in seconds."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time of these processes, in seconds (a pool process that ended is not counted)."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def burst(base: str, key: str, count: int, *, stream: bool, timeout: float, pids: dict[str, list[int]] | None = None
+          ) -> dict:  # fmt: skip
+    """`count` requests sent at once, one thread each; their figures (with `pids`, each process group's CPU per
+    turn: the worker's, Daphne's, and this client's own, and the whole host's)."""
+    pids = pids or {}
     with ThreadPoolExecutor(count) as pool:
+        before = {name: cpu_seconds(members) for name, members in pids.items()}
+        client_before, host_before = time.process_time(), host_busy_seconds()
         start = time.perf_counter()
         results = list(pool.map(lambda i: send_turn(base, key, QUERIES[i % len(QUERIES)], stream=stream,
                                                     timeout=timeout), range(count)))  # fmt: skip
         seconds = time.perf_counter() - start
+        cpu = {name: cpu_seconds(members) - before[name] for name, members in pids.items()}
+        cpu |= {"client": time.process_time() - client_before, "host": host_busy_seconds() - host_before}
     good = [r for r in results if "error" not in r]
     first = [r["first_status_ms"] / 1000 for r in good if r.get("first_status_ms") is not None]
     done = [r["turn_ms"] / 1000 for r in good]
@@ -112,6 +164,9 @@ def burst(base: str, key: str, count: int, *, stream: bool, timeout: float) -> d
         "errors": len(results) - len(good),
         "error_samples": sorted({r["error"][:160] for r in results if "error" in r})[:5],
         "seconds": round(seconds, 1),
+        "turns_per_s": round(len(good) / seconds, 2),
+        "cpu_ms_per_turn": {name: round(value * 1000 / len(good), 1) for name, value in cpu.items()} if good else {},
+        "load_1m_after": round(os.getloadavg()[0], 2),
         "first_frame_s_p50_p95": [pct_s(first, 0.5), pct_s(first, 0.95)] if stream else None,
         "done_s_p50_p95": [pct_s(done, 0.5), pct_s(done, 0.95)],
     }
@@ -185,9 +240,13 @@ def run(args) -> dict:
                     for query in WARM_UP_QUERIES:
                         send_turn(base, key, query, stream=True, timeout=args.timeout)
                     connections.take()
-                    figures["streaming"] = burst(base, key, args.concurrent, stream=True, timeout=args.timeout)
+                    daphne_pid = listening_pid(int(base.rsplit(":", 1)[1]))
+                    pids = {"worker": worker_pids(app), "daphne": [daphne_pid] if daphne_pid else []}
+                    figures["streaming"] = burst(base, key, args.concurrent, stream=True, timeout=args.timeout,
+                                                 pids=pids)  # fmt: skip
                     figures["streaming"]["db_connections_least_most"] = connections.take()
-                    figures["non_streaming"] = burst(base, key, args.concurrent, stream=False, timeout=args.timeout)
+                    figures["non_streaming"] = burst(base, key, args.concurrent, stream=False, timeout=args.timeout,
+                                                     pids=pids)  # fmt: skip
                     figures["non_streaming"]["db_connections_least_most"] = connections.take()
                     figures["load_1m_after_bursts"] = round(os.getloadavg()[0], 2)
                     if args.soak_seconds > 0:
@@ -219,7 +278,9 @@ def report(f: dict) -> None:
         b = f[name]
         first = b["first_frame_s_p50_p95"]
         print(f"{b['requests']} concurrent {name.replace('_', '-')} requests: {b['completed']}/{b['requests']} "
-              f"completed, {b['errors']} errors, in {b['seconds']} s")  # fmt: skip
+              f"completed, {b['errors']} errors, in {b['seconds']} s: {b['turns_per_s']} turns/s, 1-min load "
+              f"{b['load_1m_after']} after")  # fmt: skip
+        print("  CPU ms a turn: " + ", ".join(f"{name} {ms}" for name, ms in b["cpu_ms_per_turn"].items()))
         if first:
             print(f"  first frame p50/p95: {first[0]} / {first[1]} s")
         print(f"  [DONE] (whole answer) p50/p95: {b['done_s_p50_p95'][0]} / {b['done_s_p50_p95'][1]} s")

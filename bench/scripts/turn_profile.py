@@ -45,6 +45,8 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5, help="timed passes over the query mix (default 5)")
     parser.add_argument("--postgres", default="", help="a PostgreSQL server to profile on (a database of its own)")
     parser.add_argument("--redis-url", default="", help="broadcast through Redis as the scaled path does")
+    parser.add_argument("--top", type=int, default=0, help="also print the profile's top N functions by own time")
+    parser.add_argument("--show-sql", action="store_true", help="also print every query of one more turn per request")
     args = parser.parse_args()
     database = f"turn_profile_{os.getpid()}"
     with tempfile.TemporaryDirectory(prefix="turn-profile-") as tmp:
@@ -65,7 +67,7 @@ def main() -> None:
             import django
 
             django.setup()
-            profile(args.passes)
+            profile(args.passes, args.top, args.show_sql)
         finally:
             if args.postgres:
                 from django.db import connections
@@ -75,7 +77,63 @@ def main() -> None:
                     admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
 
 
-def profile(passes: int) -> None:
+# (label, file suffix, function name): a query counts for the innermost of these on its stack (else "other").
+QUERY_STAGES = (
+    ("turn setup (create_turn, the test's conversation)", "bench/scripts/turn_profile.py", "one"),
+    ("claim", "agents/turns/runtime.py", "claim"),
+    ("run: load conversation, profile, catalog", "agents/turns/runtime.py", "run"),
+    ("steward (routing)", "agents/turns/runtime.py", "consult_steward"),
+    ("bundle", "agents/turns/runtime.py", "build"),
+    ("routing log", "agents/turns/routing_log.py", "record_analysis"),
+    ("routing log", "agents/turns/routing_log.py", "record_outcome"),
+    ("knowledge", "catalog/knowledge/registry.py", "select_snippets"),
+    ("tool calls", "agents/turns/tool_calls.py", "execute"),
+    ("message writes", "agents/turns/runtime.py", "save_message"),
+    ("event writes", "agents/turns/events.py", "emit"),
+    ("learning from the turn", "agents/turns/learning.py", "learn_from_turn"),
+)
+
+
+def query_stage(stack) -> str:
+    for frame in stack:  # innermost first
+        for label, suffix, name in QUERY_STAGES:
+            if frame.f_code.co_name == name and frame.f_code.co_filename.endswith(suffix):
+                return label
+    return "other"
+
+
+class QueryCounter:
+    """A database execute wrapper: each query's kind (SELECT, INSERT, ...) under the stage that ran it."""
+
+    def __init__(self, *, keep: bool = False):
+        self.counts: dict[tuple[str, str], int] = {}
+        self.queries: list[tuple[str, str]] | None = [] if keep else None
+
+    def __call__(self, execute, sql, params, many, context):
+        frames, frame = [], sys._getframe(1)
+        while frame is not None:
+            frames.append(frame)
+            frame = frame.f_back
+        key = (query_stage(frames), sql.split(None, 1)[0].upper())
+        self.counts[key] = self.counts.get(key, 0) + 1
+        if self.queries is not None:
+            self.queries.append((key[0], sql))
+        return execute(sql, params, many, context)
+
+    def report(self, turns: int) -> None:
+        print("SQL queries per turn, by stage (the innermost on the stack) and kind:")
+        stages = dict.fromkeys(stage for stage, _kind in sorted(self.counts))
+        for stage in stages:
+            kinds = {kind: n for (s, kind), n in self.counts.items() if s == stage}
+            detail = ", ".join(f"{kind} {n / turns:.1f}" for kind, n in sorted(kinds.items()))
+            print(f"  {stage:<52} {sum(kinds.values()) / turns:5.1f}  ({detail})")
+        kinds = {}
+        for (_stage, kind), n in self.counts.items():
+            kinds[kind] = kinds.get(kind, 0) + n
+        print("  all: " + ", ".join(f"{kind} {n / turns:.1f}" for kind, n in sorted(kinds.items())))
+
+
+def profile(passes: int, top: int = 0, show_sql: bool = False) -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -94,6 +152,14 @@ def profile(passes: int) -> None:
 
     for text in QUERIES:  # warm: models, indexes, the Loyalty server's process
         one(text)
+    turns, started, cpu = [], time.perf_counter(), time.process_time()
+    for _ in range(passes):  # unprofiled: a turn's wall and CPU time as it runs
+        turns.extend(one(text) for text in QUERIES)
+    plain_wall, plain_cpu = time.perf_counter() - started, time.process_time() - cpu
+    counter = QueryCounter()
+    with connection.execute_wrapper(counter):
+        for _ in range(passes):
+            turns.extend(one(text) for text in QUERIES)
     profiler, turns, started = cProfile.Profile(), [], time.perf_counter()
     with CaptureQueriesContext(connection) as queries:
         profiler.enable()
@@ -110,11 +176,29 @@ def profile(passes: int) -> None:
     )
     layer = "Redis" if os.environ.get("REDIS_URL") else "in-memory"
     print(f"channel layer: {layer}; database: {connection.vendor}")
-    print(f"per turn: {wall / count * 1000:.1f} ms wall (profiled), {len(queries) / count:.1f} SQL queries, "
+    print(f"per turn, unprofiled: {plain_wall / count * 1000:.1f} ms wall, {plain_cpu / count * 1000:.1f} ms CPU of "
+          f"this process")  # fmt: skip
+    print(f"per turn, profiled: {wall / count * 1000:.1f} ms wall, {len(queries) / count:.1f} SQL queries, "
           f"{events / count:.1f} events")  # fmt: skip
     for label, suffix, name in STAGES:
         total = sum(s[3] for (path, _line, func), s in stats.items() if func == name and path.endswith(suffix))
         print(f"  {label:<36} {total / count * 1000:7.1f} ms")
+    counter.report(count)
+    kinds = TurnEvent.objects.filter(turn_id__in=turns).values_list("type", "phase")
+    tally: dict[str, int] = {}
+    for kind, phase in kinds:
+        tally[f"{kind}/{phase}"] = tally.get(f"{kind}/{phase}", 0) + 1
+    print("events per turn: " + ", ".join(f"{name} {n / count:.1f}" for name, n in sorted(tally.items())))
+    if top:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+    if show_sql:
+        for text in QUERIES:
+            counter = QueryCounter(keep=True)
+            with connection.execute_wrapper(counter):
+                one(text)
+            print(f"-- {text!r}: {len(counter.queries)} queries")
+            for stage, sql in counter.queries:
+                print(f"  [{stage}] {sql[:220]}")
 
 
 if __name__ == "__main__":
