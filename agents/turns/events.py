@@ -118,11 +118,15 @@ class TurnTakenOver(Exception):
     (agents/turns/watchdog.py)."""
 
 
-def emit(turn_id: int, type: str, *, phase: str = "", attempt: int | None = None, **payload: object) -> TurnEvent:
+def emit(turn_id: int, type: str, *, phase: str = "", attempt: int | None = None, after: int | None = None,
+         **payload: object) -> TurnEvent:  # fmt: skip
     """Store the next event of the turn and send it once the transaction commits.
 
     `attempt`: the run emitting (Turn.attempt); the event is refused (TurnTakenOver) unless that run still holds
     the running turn, so a run the watchdog gave up on never adds to the turn's events.
+    `after`: the turn's last event number as the caller knows it (the run that stored it): the event takes the next
+    one without reading the latest; when another emitter took that number first, the latest is read and the next
+    taken, as without it.
     """
     for _attempt in range(5):
         try:
@@ -136,12 +140,14 @@ def emit(turn_id: int, type: str, *, phase: str = "", attempt: int | None = None
                     is None
                 ):
                     raise TurnTakenOver(f"turn {turn_id} is no longer run by attempt {attempt}")
-                latest = TurnEvent.objects.filter(turn_id=turn_id).aggregate(latest=Max("sequence"))["latest"]
+                if after is None:
+                    after = TurnEvent.objects.filter(turn_id=turn_id).aggregate(latest=Max("sequence"))["latest"] or 0
                 event = TurnEvent.objects.create(
-                    turn_id=turn_id, sequence=(latest or 0) + 1, type=type, phase=phase, payload=payload
+                    turn_id=turn_id, sequence=after + 1, type=type, phase=phase, payload=payload
                 )
         except IntegrityError:
-            continue  # another emitter took this sequence number; take the next
+            after = None  # another emitter took this sequence number; read the latest and take the next
+            continue
         transaction.on_commit(partial(broadcast, event))
         return event
     raise RuntimeError(f"could not number an event of turn {turn_id} after 5 attempts")

@@ -41,18 +41,25 @@ def learn_from_turn(turn_id: int) -> list[ToolExample]:
 
 def tools_that_served(turn_id: int) -> list[str]:
     """The tools this turn ended well with (the module docstring's rule), in the order they were called."""
-    turn = Turn.objects.filter(pk=turn_id).only("status").first()
-    if turn is None or turn.status != Turn.Status.DONE:
-        return []
-    if ToolApproval.objects.filter(turn_id=turn_id, status__in=REJECTED_APPROVALS).exists():
-        return []
-    routing = RoutingLog.objects.filter(turn_id=turn_id).only("recommended", "called").first()
-    if routing is None:
+    routing = _routing(turn_id)
+    return _served(routing) if routing is not None else []
+
+
+def _routing(turn_id: int) -> RoutingLog | None:
+    """The turn's routing log with its turn and conversation, read once for all the checks."""
+    return RoutingLog.objects.select_related("turn__conversation").filter(turn_id=turn_id).first()
+
+
+def _served(routing: RoutingLog) -> list[str]:
+    turn = routing.turn
+    if turn is None or turn.status != Turn.Status.DONE or not routing.called:
+        return []  # not done, or nothing called: nothing served (no need to read approvals and results)
+    if ToolApproval.objects.filter(turn_id=turn.pk, status__in=REJECTED_APPROVALS).exists():
         return []
     search_tool = settings.TOOLHUB_SEARCH_TOOL
     succeeded: dict[str, bool] = {}
     searched: set[str] = set()
-    results = TurnEvent.objects.filter(turn_id=turn_id, type=TurnEvent.Type.TOOL_RESULT).order_by("sequence")
+    results = TurnEvent.objects.filter(turn_id=turn.pk, type=TurnEvent.Type.TOOL_RESULT).order_by("sequence")
     for payload in results.values_list("payload", flat=True):
         name = payload.get("tool_name", "")
         ok = not payload.get("is_error") and not payload.get("refused")
@@ -68,11 +75,11 @@ def tools_that_served(turn_id: int) -> list[str]:
 
 
 def _learn(turn_id: int) -> list[ToolExample]:
-    tools = tools_that_served(turn_id)
+    routing = _routing(turn_id)
+    tools = _served(routing) if routing is not None else []
     if not tools:
         return []
-    routing = RoutingLog.objects.select_related("turn__conversation").get(turn_id=turn_id)
-    assert routing.turn is not None  # fetched by its turn
+    assert routing is not None and routing.turn is not None  # it served tools
     conversation = routing.turn.conversation
     learned = []
     for name in tools:

@@ -20,8 +20,9 @@ if TYPE_CHECKING:  # the router is imported by the turns that use it, never when
 
 
 def record_analysis(result: "StewardResult", *, query: str, turn: Turn | None = None,
-                    bundle: CapabilityBundle | None = None, two_stage: bool = True) -> RoutingLog:  # fmt: skip
-    """Store what the steward decided and, when given, what the bundle exposed."""
+                    bundle: CapabilityBundle | None = None, two_stage: bool = True,
+                    knowledge: list[dict[str, object]] | None = None) -> RoutingLog:  # fmt: skip
+    """Store what the steward decided and, when given, what the bundle exposed and the knowledge the turn uses."""
     log = RoutingLog(
         turn=turn,
         query=query,
@@ -32,6 +33,7 @@ def record_analysis(result: "StewardResult", *, query: str, turn: Turn | None = 
         steward_ms=round(result.latency_ms),
         fallback=result.fallback,
         two_stage=two_stage,
+        knowledge=knowledge or [],
     )
     if bundle is not None:
         log.exposed = list(bundle.loaded_names)

@@ -152,7 +152,8 @@ def failure_reason(exc: Exception) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Reply:
-    """How a turn's model loop ended: the answer, or the client tool calls it hands to the API client."""
+    """How a turn's model loop ended: the answer, or the client tool calls it hands to the API client. The
+    assistant message with client calls is stored by the loop; an answer is stored with the turn's end (`run`)."""
 
     content: str
     client_calls: tuple[dict[str, Any], ...] = ()  # OpenAI tool_calls, only the client's tools
@@ -172,6 +173,9 @@ class TurnRun:
     def __init__(self, turn: Turn, *, shown: Sequence[str] = ()):
         self.turn = turn
         self.shown = list(shown)  # events a dead run of this turn stored: not stored again
+        # The number of the last event stored for the turn, as far as this run knows (None: read it). A first
+        # attempt starts from none: a queued turn has no events (a wrong guess only costs emit a retry).
+        self.sequence: int | None = 0 if turn.attempt == 1 and not self.shown else None
         self.conversation = turn.conversation
         self.options = settings.TOOLHUB_STEWARD_OPTIONS
         self.client = ClientTools.of_turn(turn)
@@ -185,7 +189,8 @@ class TurnRun:
                 self.shown.pop(0)
                 return
             self.shown = []  # the run went another way: from here on every event is new
-        emit(self.turn.id, type, phase=phase, attempt=self.turn.attempt, **payload)
+        self.sequence = emit(self.turn.id, type, phase=phase, attempt=self.turn.attempt, after=self.sequence,
+                             **payload).sequence  # fmt: skip
 
     def status(self, phase: str, message: str, **data: object) -> None:
         if self.options["enable_status_messages"]:
@@ -217,19 +222,19 @@ class TurnRun:
             self.analysis = self.consult_steward("\n".join(followups.continued_requests(history)))
             self.start_flow_if_asked()
             bundle = self.build(self.analysis.recommended_tools)
-            self.routing = record_analysis(
-                self.analysis, query=user_text, turn=self.turn, bundle=bundle, two_stage=self.two_stage
-            )
-            self.announce(bundle)
         analysis = self.analysis
-        self.called = list(self.routing.called)
         knowledge = select_snippets(analysis.decision, text=user_text,
                                     budget_tokens=profile.reserved_result_tokens // 2)  # fmt: skip
-        if knowledge and not resuming:
+        if not resuming:  # the routing log and its events (routing, knowledge), stored together
             used = [{"key": k["key"], "version": k["version"], "stale": k["stale"]} for k in knowledge]
-            RoutingLog.objects.filter(pk=self.routing.pk).update(knowledge=used)
-            stale = [k["title"] for k in knowledge if k["stale"]]
-            self.emit(EventType.ROUTING, phase="knowledge", snippets=used, stale=stale)
+            with transaction.atomic():
+                self.routing = record_analysis(self.analysis, query=user_text, turn=self.turn, bundle=bundle,
+                                               two_stage=self.two_stage, knowledge=used)  # fmt: skip
+                self.announce(bundle)
+                if knowledge:
+                    stale = [k["title"] for k in knowledge if k["stale"]]
+                    self.emit(EventType.ROUTING, phase="knowledge", snippets=used, stale=stale)
+        self.called = list(self.routing.called)
         history[user_index] = {**history[user_index], "content": prompt.enrich(
             user_text, recommended=analysis.recommended_tools, context=analysis.context)}  # fmt: skip
         hints = TurnHints(user_text, analysis.recommended_tools, tuple(knowledge), analysis.context,
@@ -240,17 +245,21 @@ class TurnRun:
         reply = self.model_loop(history, bundle, knowledge, hints, first_step=1 if resuming else 0)
         if reply is None:
             return  # paused on an approval; a new task resumes the turn
-        started = Turn.objects.values_list("started_at", flat=True).get(pk=self.turn.id)
+        started = self.turn.started_at
         assert started is not None  # claim set it
         duration = int((timezone.now() - started).total_seconds() * 1000)
-        record_outcome(self.routing, called=self.called, turn_ms=duration)
         ending = {"finish_reason": "tool_calls", "tool_calls": list(reply.client_calls)} if reply.client_calls else {
             "finish_reason": "stop"}  # fmt: skip
-        with transaction.atomic():  # done once: only while this run still holds the turn
+        # Done once, only while this run still holds the turn: the answer, the routing outcome and the done event
+        # are stored together (the update holds the turn's row).
+        with transaction.atomic():
             if not self.held().update(status=Turn.Status.DONE, finished_at=timezone.now()):
                 raise TurnTakenOver(f"turn {self.turn.id} was taken over before it finished")
+            if not reply.client_calls:
+                self.store_message(Message.Role.ASSISTANT, reply.content)
+            record_outcome(self.routing, called=self.called, turn_ms=duration)
             emit(self.turn.id, EventType.DONE, phase="done", status=Turn.Status.DONE, content=reply.content,
-                 turn_ms=duration, **ending)  # fmt: skip
+                 turn_ms=duration, after=self.sequence, **ending)  # fmt: skip
         learning.learn_from_turn(self.turn.id)  # a good turn teaches its request; never raises
 
     def build(self, recommended: Iterable[str]) -> CapabilityBundle:
@@ -353,9 +362,10 @@ class TurnRun:
         return conversation_state(self.workflow)
 
     def fit(
-        self, system: str, tools: list[dict[str, Any]], history: list[ChatMessage], profile: ModelProfile
+        self, system: str, tokens: tuple[int, int], history: list[ChatMessage], profile: ModelProfile
     ) -> list[ChatMessage]:
-        system_tokens, tool_tokens = prompt.prompt_tokens(system, tools)
+        """`tokens`: the system prompt's and the tool schemas' (prompt.prompt_tokens)."""
+        system_tokens, tool_tokens = tokens
         available = memory.budget(profile, system_tokens=system_tokens, tool_tokens=tool_tokens)
         fitted = memory.evict_whole_turns(history, budget=available)
         if fitted.evicted_turns:
@@ -363,10 +373,10 @@ class TurnRun:
         return [{"role": "system", "content": system}, *fitted.messages]
 
     def record_budget(
-        self, system: str, tools: list[dict[str, Any]], knowledge: list[dict[str, Any]], messages: list[ChatMessage]
+        self, tokens: tuple[int, int], knowledge: list[dict[str, Any]], messages: list[ChatMessage]
     ) -> None:
         """The step's token budget as a routing event (phase budget), only when it differs from the last one."""
-        system_tokens, tool_tokens = prompt.prompt_tokens(system, tools)
+        system_tokens, tool_tokens = tokens
         figures = token_budget(self.profile, system_tokens=system_tokens, tool_tokens=tool_tokens,
                                knowledge=knowledge, memory_tokens=memory.conversation_tokens(messages))  # fmt: skip
         if figures != getattr(self, "budget", None):
@@ -390,8 +400,9 @@ class TurnRun:
         for step in range(first_step, first_step + settings.TOOLHUB_MAX_STEPS):
             system = prompt.system_prompt(bundle, knowledge, self.instructions)
             tools = prompt.tool_definitions(bundle)
-            messages = self.fit(system, tools, transcript, self.profile)
-            self.record_budget(system, tools, knowledge, messages)
+            tokens = prompt.prompt_tokens(system, tools)  # counted once for the fit and the budget
+            messages = self.fit(system, tokens, transcript, self.profile)
+            self.record_budget(tokens, knowledge, messages)
             calls: tuple[ToolCall, ...]
             content, calls = "", ()
             for chunk in provider.stream(messages, tools, hints=hints, **self.client.step_options(step)):
@@ -401,8 +412,7 @@ class TurnRun:
                 if chunk.tool_calls:
                     calls = chunk.tool_calls
             if not calls:
-                self.save_message(Message.Role.ASSISTANT, content)
-                return Reply(content)
+                return Reply(content)  # stored with the turn's end
             tool_calls = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
             ]
@@ -422,14 +432,14 @@ class TurnRun:
                     outcome = CallOutcome(content=json.dumps({"error": (
                         f"{call.name} needs an operator's approval, which cannot wait in a step that hands tools "
                         "to the client; call it again in a later step.")}), is_error=True, refused=True)  # fmt: skip
+                    self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id)
                 elif self.needs_approval(call, bundle):
                     waiting = True
                     continue
                 else:
-                    outcome = self.call_tool(call, bundle)
+                    outcome = self.call_tool(call, bundle)  # stores its tool message
                 found += outcome.found
                 transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
-                self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id, result=outcome.result)
             if client_calls:
                 return Reply(content, client_calls)
             if found or self.workflow_changed:
@@ -440,8 +450,7 @@ class TurnRun:
                 return None
         message = f"I stopped after {settings.TOOLHUB_MAX_STEPS} steps without a final answer."
         self.emit(EventType.DELTA, phase="content", content=message)
-        self.save_message(Message.Role.ASSISTANT, message)
-        return Reply(message)
+        return Reply(message)  # stored with the turn's end
 
     @staticmethod
     def requires_approval(call: ToolCall, bundle: CapabilityBundle) -> bool:
@@ -461,6 +470,7 @@ class TurnRun:
             arguments=arguments if isinstance(arguments, dict) else {},
             risk=tool.risk,
         )
+        self.sequence = None  # request_approval stored an event of its own
         self.status("approval_required", f"⏸ {call.name} needs approval before it runs", tool_name=call.name,
                     arguments=arguments, approval_id=approval.pk, risk=tool.risk)  # fmt: skip
         return True
@@ -487,11 +497,11 @@ class TurnRun:
             call = ToolCall(raw["id"], raw["function"]["name"], raw["function"]["arguments"])
             approval = decisions.get(call.id)
             if approval is not None and approval.status == ToolApproval.Status.APPROVED:
-                outcome = self.call_tool(call, bundle, approved=True)
+                outcome = self.call_tool(call, bundle, approved=True)  # stores its tool message
             else:
                 outcome = CallOutcome(content=json.dumps({"error": approvals.refusal(call.name, approval)}))
+                self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id)
             history.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
-            self.save_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id, result=outcome.result)
 
     def announces(self, tool_name: str) -> bool:
         """Whether running this tool shows as a status (phase tool_execution): only TOOLHUB_STATUS_TOOLS do.
@@ -503,6 +513,7 @@ class TurnRun:
         return tool_name != settings.TOOLHUB_WEB_SEARCH_TOOL or self.options["show_web_search_status"]
 
     def call_tool(self, call: ToolCall, bundle: CapabilityBundle, *, approved: bool = False) -> CallOutcome:
+        """Run the call and store its result: the event, and the tool message the model reads."""
         announced = self.announces(call.name)
 
         def tool_emit(phase: str, message: str, **data: object) -> None:
@@ -531,9 +542,12 @@ class TurnRun:
             self.called.append(call.name)
         # Images, audio and resources go to the console whole; the model read a line about each.
         blocks = {"blocks": non_text(outcome.result["content"])} if outcome.result else {}
-        self.emit(EventType.TOOL_RESULT, phase="tool", tool_name=call.name, arguments=_arguments(call),
-                  is_error=outcome.is_error, refused=outcome.refused, content=outcome.content[:2000],
-                  **blocks)  # fmt: skip
+        # The result's event and its message in one transaction: the event's check holds the turn for both.
+        with transaction.atomic():
+            self.emit(EventType.TOOL_RESULT, phase="tool", tool_name=call.name, arguments=_arguments(call),
+                      is_error=outcome.is_error, refused=outcome.refused, content=outcome.content[:2000],
+                      **blocks)  # fmt: skip
+            self.store_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id, result=outcome.result)
         return outcome
 
     def run_step(self, step: staged_flows.Step, call: ToolCall, run_call: Callable[[], CallOutcome]) -> CallOutcome:
@@ -581,12 +595,16 @@ class TurnRun:
     def save_message(self, role: str, content: str, **fields: object) -> Message:
         """Stored only while this run holds the turn (as its events are): a failed or cancelled turn's run adds no
         message after lifecycle.end_turn answered its open tool calls, so the conversation's transcript stays valid."""
-        data = {"role": role, "content": content or "", **fields}
-        tokens = memory.message_tokens({**data, "content": content})
         with transaction.atomic():
             if not self.held().select_for_update().exists():
                 raise TurnTakenOver(f"turn {self.turn.id} is no longer run by attempt {self.turn.attempt}")
-            return Message.objects.create(conversation=self.conversation, turn=self.turn, tokens=tokens, **data)
+            return self.store_message(role, content, **fields)
+
+    def store_message(self, role: str, content: str, **fields: object) -> Message:
+        """The message, stored without a check: for a caller whose transaction already holds the turn."""
+        data = {"role": role, "content": content or "", **fields}
+        tokens = memory.message_tokens({**data, "content": content})
+        return Message.objects.create(conversation=self.conversation, turn=self.turn, tokens=tokens, **data)
 
 
 def _arguments(call: ToolCall) -> object:

@@ -5,7 +5,7 @@ instead of guessing from word counts.
 """
 
 import json
-from functools import cache
+from functools import cache, lru_cache
 
 import tiktoken
 
@@ -17,8 +17,24 @@ def encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(ENCODING_NAME)
 
 
+# A turn counts the same texts again and again (each step's system prompt and tool schemas, the budget's parts,
+# every turn's base prompt and catalog schemas): counts of texts up to this long are remembered, the most recent
+# COUNTS_KEPT of them (at most ~16 MB of text per process).
+CACHED_TEXT_CHARS = 16_384
+COUNTS_KEPT = 1024
+
+
 def count_tokens(text: str) -> int:
+    if len(text) <= CACHED_TEXT_CHARS:
+        return _remembered_count(text)
+    return _count(text)
+
+
+def _count(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
+
+
+_remembered_count = lru_cache(maxsize=COUNTS_KEPT)(_count)
 
 
 def canonical_json(value) -> str:
