@@ -97,7 +97,8 @@ def breakdown(span: TimeRange) -> dict:
     waits = logs.filter(wait_ms__gt=0).values_list("wait_ms", flat=True)
     finished, waited = logs.count(), waits.count()
     turns, failed = sum(group["turns"] for group in groups), sum(group["failed"] for group in groups)
-    usage = {name or DEFAULT_PROFILE: figures for name, figures in usage_by_profile(turns_in_range).items()}
+    by_name = usage_by_profile(since=span.since, until=span.until)
+    usage = {name or DEFAULT_PROFILE: figures for name, figures in by_name.items()}
     by_profile = _with_costs(_rows(groups, "profile", DEFAULT_PROFILE), usage)
     costs = [figures.cost for figures in usage.values() if figures.cost is not None]
     return {

@@ -109,18 +109,19 @@ class Usage:
     cost: Decimal | None
 
 
-def usage_by_profile(turns) -> dict[str | None, Usage]:
-    """{model profile name (None: the default profile, no profile chosen): tokens and cost} of the turns of the
-    `turns` queryset: the prompt is what each model call was sent (its budget event), the completion what the model
+def usage_by_profile(*, since: datetime.datetime, until: datetime.datetime | None = None) -> dict[str | None, Usage]:
+    """{model profile name (None: the default profile, no profile chosen): tokens and cost} of the turns created in
+    [since, until): the prompt is what each model call was sent (its budget event), the completion what the model
     wrote (the turns' assistant messages); two grouped queries and one of the prices."""
+    window = {"turn__created_at__gte": since} | ({"turn__created_at__lt": until} if until is not None else {})
     prompt = dict(
-        TurnEvent.objects.filter(turn__in=turns, type=TurnEvent.Type.ROUTING, phase=BUDGET_PHASE)
+        TurnEvent.objects.filter(type=TurnEvent.Type.ROUTING, phase=BUDGET_PHASE, **window)
         .order_by()
         .values_list("turn__conversation__model_profile__name")
         .annotate(tokens=Sum(PROMPT_SENT))
     )
     completion = dict(
-        Message.objects.filter(turn__in=turns, role=Message.Role.ASSISTANT)
+        Message.objects.filter(role=Message.Role.ASSISTANT, **window)
         .order_by()
         .values_list("turn__conversation__model_profile__name")
         .annotate(tokens=Sum("tokens"))

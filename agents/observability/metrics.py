@@ -247,7 +247,7 @@ def _tokens() -> Metric:
     )  # fmt: skip
     tokens: Counter[tuple[str, str]] = Counter()
     default = ""
-    for profile, usage in usage_by_profile(Turn.objects.filter(created_at__gte=timezone.now() - LAST_HOUR)).items():
+    for profile, usage in usage_by_profile(since=timezone.now() - LAST_HOUR).items():
         if not profile:  # a conversation with no profile chosen runs on the default one
             default = default or default_profile().name
         for kind, count in ((PROMPT, usage.prompt), (COMPLETION, usage.completion)):
