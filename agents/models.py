@@ -623,7 +623,7 @@ class RetentionDay(models.Model):
 
 class MetricsDay(models.Model):
     """/metrics' sum of one closed day's stored rows, so a scrape reads only the open days' rows
-    (agents/observability/rollup.py).
+    (agents/turns/rollup.py).
 
     Summed once, when the day ended METRICS_CLOSED_AFTER_DAYS ago: the ended turns created that day by outcome, and
     the routing logs written that day (requests, fallbacks, schema tokens saved, latency buckets as RetentionDay's).

@@ -9,12 +9,14 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import BigIntegerField, Count, F, Q, Sum, Value
+from django.db.models import BigIntegerField, Count, Q, Sum, Value
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Greatest
+from django.db.models.functions import Cast
 from django.utils import timezone
 
-from agents.models import Message, ModelProfile, RetentionDay, RoutingLog, Turn, TurnEvent, default_profile
+from agents.models import Message, ModelProfile, RoutingLog, Turn, TurnEvent, default_profile
+from agents.turns import rollup
+from agents.turns.rollup import TOKENS_SAVED
 
 from .fragments import BUDGET_PHASE
 
@@ -90,8 +92,6 @@ def routing_metrics(*, since: datetime.datetime | None = None, until: datetime.d
     }
 
 
-# RoutingLog.tokens_saved in SQL, to sum over many logs at once.
-TOKENS_SAVED = Greatest(F("catalog_schema_tokens") - F("loaded_schema_tokens") - F("deferred_listing_tokens"), 0)
 FAILED_RESULT = Q(payload__is_error=True) | Q(payload__refused=True)  # a tool result that failed or was refused
 # What one model call was sent, as its budget event records it: the system prompt, tool schemas, knowledge and the
 # conversation of that step (toolhub's own count, catalog.models.tokens).
@@ -158,19 +158,24 @@ def tool_outcomes(*, since: datetime.datetime, until: datetime.datetime | None =
 
 
 def tokens_saved_total() -> int:
-    """Schema tokens kept out of prompts by deferral over every logged request (RoutingLog.tokens_saved summed),
-    those retention removed included (RetentionDay)."""
-    live = RoutingLog.objects.aggregate(total=Sum(TOKENS_SAVED))["total"] or 0
-    return live + (RetentionDay.objects.aggregate(total=Sum("tokens_saved"))["total"] or 0)
+    """Schema tokens kept out of prompts by deferral over every logged request: the open days' logs summed, and the
+    closed days' and removed ones' sums (agents/turns/rollup.py: never a scan of all history)."""
+    rollup.close_days()
+    live = RoutingLog.objects.filter(created_at__gte=rollup.horizon()).aggregate(total=Sum(TOKENS_SAVED))["total"]
+    return (live or 0) + rollup.summed().tokens_saved
 
 
 def turns_total() -> int:
-    """Every turn ever started: the stored ones and those retention removed (RetentionDay)."""
-    removed = (
-        RetentionDay.objects.aggregate(total=Sum(F("turns_done") + F("turns_failed") + F("turns_cancelled")))["total"]
-        or 0
+    """Every turn: those of the open days, and the ended ones of the closed days and of retention's (a turn of a
+    closed day that never ended, past every deadline, is not counted)."""
+    rollup.close_days()
+    kept = rollup.summed()
+    return (
+        Turn.objects.filter(created_at__gte=rollup.horizon()).count()
+        + kept.turns_done
+        + kept.turns_failed
+        + (kept.turns_cancelled)
     )
-    return Turn.objects.count() + removed
 
 
 def live_counters(*, now: datetime.datetime | None = None) -> dict:

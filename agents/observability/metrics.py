@@ -7,7 +7,7 @@ scrape answers the same whichever Daphne the balancer picks, and no process's re
 therefore count since the first turn, retained or not: turns by outcome, routing requests and fallbacks, schema tokens
 kept out of prompts; the turn and steward latency histograms add the stored routing logs' times to RetentionDay's
 buckets (the same bounds, so nothing is interpolated). Closed days are summed once (MetricsDay,
-agents/observability/rollup.py): a scrape reads the rows of today and yesterday only, whatever the retention.
+agents/turns/rollup.py): a scrape reads the rows of today and yesterday only, whatever the retention.
 Retention keeps no per-tool, per-channel, per-approval or per-profile figures, so those are gauges over the last
 hour rather than counters that would drop when old turns are removed. The histograms carry `_count` but no `_sum`:
 retention keeps bucket counts only, and a sum over the stored rows alone would be wrong.
@@ -45,9 +45,10 @@ from agents.models import (
     TurnEvent,
     default_profile,
 )
+from agents.turns import rollup
 from catalog.models import McpServer
 
-from . import broker, rollup
+from . import broker
 
 BOUNDS_MS = RetentionDay.LATENCY_BUCKETS_MS
 LAST_HOUR = datetime.timedelta(hours=1)

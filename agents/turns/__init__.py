@@ -10,7 +10,8 @@
 - tool_calls.py, client_tools.py  a model's tool call checked and executed; an API client's own tools;
 - memory.py, budget.py, prompt.py  the conversation fitted to the model's budget; the step's prompt;
 - workflows.py, staged_flows.py   workflow state (TTL, compare-and-set, idempotency) and the flows that drive it;
-- routing_log.py, learning.py, retention.py, storage.py, middleware.py   what a turn leaves behind.
+- routing_log.py, learning.py, retention.py, rollup.py, storage.py, middleware.py   what a turn leaves behind (rollup:
+  closed days summed once for /metrics and the overview).
 
 Imports the router, providers, tools, models and the catalog; never the console, the APIs or agents.tasks.
 """

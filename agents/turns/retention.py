@@ -3,7 +3,7 @@ and so does a conversation they leave empty.
 
 Each batch is one short transaction that adds what it removes to the day's RetentionDay (counts and latency
 buckets, so the overview's totals stay right), takes it out of /metrics' summed days (MetricsDay,
-agents/observability/rollup.py) and deletes it; a crash between batches loses nothing and counts nothing twice,
+agents/turns/rollup.py) and deletes it; a crash between batches loses nothing and counts nothing twice,
 and a rerun carries on. It must never touch a turn that is not finished (queued, running, waiting
 on an approval), nor any row of a conversation with an open (active) workflow. A conversation goes in the batch that
 removed its last turn or message, when nothing of it is left (no turn, no message, no workflow of any status: a
@@ -24,7 +24,7 @@ from django.db.models import Count, Exists, Model, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from agents.models import Conversation, Message, RetentionDay, RetentionRun, RoutingLog, Turn, TurnEvent, Workflow
-from agents.observability import rollup
+from agents.turns import rollup
 
 _Row = TypeVar("_Row", bound=Model)
 
@@ -134,7 +134,7 @@ def _add_log(figures: DayFigures, log: RoutingLog) -> None:
 
 
 def _add_summed(summary: rollup.Figures, log: RoutingLog) -> None:
-    """A removed log as /metrics' summed days count it (agents/observability/rollup.py)."""
+    """A removed log as /metrics' summed days count it (agents/turns/rollup.py)."""
     summary.routing_logs += 1
     summary.fallbacks += log.fallback
     summary.tokens_saved += log.tokens_saved

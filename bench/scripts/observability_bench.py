@@ -426,7 +426,7 @@ def metrics_latency(env: dict, args) -> dict:
     print(f"data: {data} ({time.perf_counter() - started:.0f} s to make)", flush=True)
     client = Client(HTTP_HOST="localhost")  # one of the embedded default's ALLOWED_HOSTS
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    started = time.perf_counter()  # the first scrape sums every closed day (agents/observability/rollup.py)
+    started = time.perf_counter()  # the first scrape sums every closed day (agents/turns/rollup.py)
     assert client.get("/metrics", headers=headers).status_code == 200
     first_ms = (time.perf_counter() - started) * 1000
     from agents.models import MetricsDay

@@ -6,7 +6,8 @@ A day (UTC) is closed CLOSED_AFTER_DAYS after it began: its turns have ended and
 they were created, as retention files them) and its routing logs (by the day they were written). Retention moves a
 removed row's figures from its MetricsDay to its RetentionDay in the transaction that deletes it
 (agents/turns/retention.py), and both take the same lock as the summing (`day_lock`), so a row is counted once:
-in RetentionDay when removed, in MetricsDay when summed and kept, or read live while its day is open.
+in RetentionDay when removed, in MetricsDay when summed and kept, or read live while its day is open. /metrics and
+the overview's totals (agents/console/metrics.py) read them so.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, Count, IntegerField, Min, Sum, Value, When
+from django.db.models import Case, Count, F, IntegerField, Min, QuerySet, Sum, Value, When
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from agents.console.metrics import TOKENS_SAVED
 from agents.models import MetricsDay, RetentionDay, RoutingLog, Turn
 
 CLOSED_AFTER_DAYS = 2  # today and yesterday are open: read live at each scrape
@@ -27,6 +29,8 @@ LOCK_KEY = 7_386_016_421  # pg_advisory_xact_lock's key for summing a day and re
 TURN_FIELDS = ("turns_done", "turns_failed", "turns_cancelled")
 LOG_FIELDS = ("routing_logs", "fallbacks", "tokens_saved")
 BUCKETS = len(RetentionDay.LATENCY_BUCKETS_MS) + 1
+# RoutingLog.tokens_saved in SQL, to sum over many logs at once.
+TOKENS_SAVED = Greatest(F("catalog_schema_tokens") - F("loaded_schema_tokens") - F("deferred_listing_tokens"), 0)
 
 
 def horizon(now: datetime.datetime | None = None) -> datetime.datetime:
@@ -59,7 +63,7 @@ class Figures:
     turn_ms: list[int] = field(default_factory=lambda: [0] * BUCKETS)
     steward_ms: list[int] = field(default_factory=lambda: [0] * BUCKETS)
 
-    def add_row(self, row: Sequence) -> None:
+    def add_row(self, row: Sequence[Any]) -> None:
         """Add a values_list row of TURN_FIELDS, LOG_FIELDS and the two bucket lists."""
         for name, value in zip((*TURN_FIELDS, *LOG_FIELDS), row, strict=False):
             setattr(self, name, getattr(self, name) + (value or 0))
@@ -127,7 +131,7 @@ def _sum_day(day: datetime.date) -> int:
     return 1
 
 
-def routing_figures(logs) -> Figures:
+def routing_figures(logs: QuerySet[RoutingLog]) -> Figures:
     """Requests, fallbacks, tokens saved and the latency buckets of a RoutingLog queryset, in one grouped query."""
     figures = Figures()
     rows = (

@@ -1,4 +1,4 @@
-"""/metrics' closed days (agents/observability/rollup.py): summed once, then read from MetricsDay instead of their
+"""/metrics' closed days (agents/turns/rollup.py): summed once, then read from MetricsDay instead of their
 rows; retention moves a removed row's figures to RetentionDay, so every counter keeps its value through both."""
 
 import datetime
@@ -8,7 +8,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from agents.models import Conversation, MetricsDay, RoutingLog, Turn
-from agents.observability import rollup
+from agents.turns import rollup
 from agents.turns.retention import apply_retention
 from tests.agents.observability.test_metrics import TOKEN, family, scrape
 from tests.support.builders import make_turn, make_user
