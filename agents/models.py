@@ -238,6 +238,10 @@ class Turn(models.Model):
     # When its task was last handed to the broker (agents/turns/dispatch.py): a turn still queued a lease after that
     # lost its task (a broker that restarted without persistence) and is handed over again by the watchdog.
     published_at = models.DateTimeField(null=True, blank=True)
+    # What its model calls were sent and what the model wrote, in toolhub's own count, set when the turn ends
+    # (agents/turns/lifecycle.py `spent`): what the overview's costs sum.
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]

@@ -9,16 +9,13 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import BigIntegerField, Count, Q, Sum, Value
+from django.db.models import Count, Q, Sum
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
 from django.utils import timezone
 
-from agents.models import Message, ModelProfile, RoutingLog, Turn, TurnEvent, default_profile
+from agents.models import ModelProfile, RoutingLog, Turn, TurnEvent, default_profile
 from agents.turns import rollup
 from agents.turns.rollup import TOKENS_SAVED
-
-from .fragments import BUDGET_PHASE
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -93,10 +90,6 @@ def routing_metrics(*, since: datetime.datetime | None = None, until: datetime.d
 
 
 FAILED_RESULT = Q(payload__is_error=True) | Q(payload__refused=True)  # a tool result that failed or was refused
-# What one model call was sent, as its budget event records it: the system prompt, tool schemas, knowledge and the
-# conversation of that step (toolhub's own count, catalog.models.tokens).
-PROMPT_PARTS = ("system", "tools", "knowledge", "memory")
-PROMPT_SENT = sum((Cast(KT(f"payload__{part}"), BigIntegerField()) for part in PROMPT_PARTS), start=Value(0))
 PER_MILLION = Decimal(1_000_000)
 
 
@@ -111,21 +104,19 @@ class Usage:
 
 def usage_by_profile(*, since: datetime.datetime, until: datetime.datetime | None = None) -> dict[str | None, Usage]:
     """{model profile name (None: the default profile, no profile chosen): tokens and cost} of the turns created in
-    [since, until): the prompt is what each model call was sent (its budget event), the completion what the model
-    wrote (the turns' assistant messages); two grouped queries and one of the prices."""
-    window = {"turn__created_at__gte": since} | ({"turn__created_at__lt": until} if until is not None else {})
-    prompt = dict(
-        TurnEvent.objects.filter(type=TurnEvent.Type.ROUTING, phase=BUDGET_PHASE, **window)
-        .order_by()
-        .values_list("turn__conversation__model_profile__name")
-        .annotate(tokens=Sum(PROMPT_SENT))
+    [since, until) that ended: the prompt is what their model calls were sent, the completion what the model wrote
+    (Turn.prompt_tokens and completion_tokens, set when a turn ends: agents/turns/lifecycle.py `spent`); one grouped
+    query and one of the prices."""
+    turns = Turn.objects.filter(created_at__gte=since, status__in=Turn.ENDED)
+    if until is not None:
+        turns = turns.filter(created_at__lt=until)
+    rows = list(
+        turns.order_by()
+        .values_list("conversation__model_profile__name")
+        .annotate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"))
     )
-    completion = dict(
-        Message.objects.filter(role=Message.Role.ASSISTANT, **window)
-        .order_by()
-        .values_list("turn__conversation__model_profile__name")
-        .annotate(tokens=Sum("tokens"))
-    )
+    prompt = {name: tokens_in for name, tokens_in, _ in rows}
+    completion = {name: tokens_out for name, _, tokens_out in rows}
     names = set(prompt) | set(completion)
     prices = {name: (inp, out) for name, inp, out in
               ModelProfile.objects.filter(name__in=[name for name in names if name])

@@ -239,11 +239,11 @@ def servers_of_tools(tools: Iterable[str]) -> dict[str, str]:
 
 
 def _tokens() -> Metric:
-    """Tokens of the turns started in the last hour by model profile: `prompt`, what each model call was sent (the
-    system prompt, tool schemas, knowledge and conversation of each step, as its budget event records them) and
-    `completion`, what the model wrote (its stored messages); both toolhub's own count (catalog.models.tokens)."""
+    """Tokens of the turns started in the last hour that ended, by model profile: `prompt`, what each model call was
+    sent (the system prompt, tool schemas, knowledge and conversation of each step, as its budget event records them)
+    and `completion`, what the model wrote; both toolhub's own count, kept on the turn when it ends."""
     family = GaugeMetricFamily(
-        "toolhub_tokens_last_hour", "Tokens of the turns started in the last hour, by model profile and kind.",
+        "toolhub_tokens_last_hour", "Tokens of the ended turns started in the last hour, by model profile and kind.",
         labels=["profile", "kind"],
     )  # fmt: skip
     tokens: Counter[tuple[str, str]] = Counter()

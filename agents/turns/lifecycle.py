@@ -16,7 +16,9 @@ from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import BigIntegerField, Expression, OuterRef, Q, Subquery, Sum, Value
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from agents.models import Message, ToolApproval, Turn, TurnEvent
@@ -67,6 +69,26 @@ def fail_turn(turn_id: int, reason: str, message: str, *, detail: str = "", atte
     return end_turn(turn_id, Turn.Status.FAILED, reason, message, detail=detail, attempt=attempt)
 
 
+# What one model call was sent, as its budget event records it (agents/turns/budget.py's parts less the reserve): the
+# system prompt, tool schemas, knowledge and the conversation of that step.
+PROMPT_PARTS = ("system", "tools", "knowledge", "memory")
+PROMPT_SENT = sum((Cast(KT(f"payload__{part}"), BigIntegerField()) for part in PROMPT_PARTS), start=Value(0))
+
+
+def spent(*, unsaved_completion: int = 0) -> dict[str, Expression]:
+    """For the UPDATE that ends a turn: its prompt tokens (its budget events summed) and completion tokens (its
+    assistant messages, plus `unsaved_completion` for an answer stored after the update), read by the update itself."""
+    turn = OuterRef("pk")
+    sent = (TurnEvent.objects.filter(turn=turn, type=TurnEvent.Type.ROUTING, phase="budget").order_by()
+            .values("turn").annotate(total=Sum(PROMPT_SENT)).values("total"))  # fmt: skip
+    wrote = (Message.objects.filter(turn=turn, role=Message.Role.ASSISTANT).order_by()
+             .values("turn").annotate(total=Sum("tokens")).values("total"))  # fmt: skip
+    return {
+        "prompt_tokens": Coalesce(Subquery(sent), Value(0)),
+        "completion_tokens": Coalesce(Subquery(wrote), Value(0)) + Value(unsaved_completion),
+    }
+
+
 def end_turn(turn_id: int, status: str, reason: str, message: str, *, detail: str = "", phase: str = "error",
              attempt: int | None = None) -> bool:  # fmt: skip
     """End the unfinished turn early (failed, or cancelled by an operator), in one transaction: its status and
@@ -77,7 +99,7 @@ def end_turn(turn_id: int, status: str, reason: str, message: str, *, detail: st
     now = timezone.now()
     with transaction.atomic():
         updated = Turn.objects.filter(unfinished & owned, pk=turn_id).update(
-            status=status, error=detail or message, finished_at=now
+            status=status, error=detail or message, finished_at=now, **spent()
         )
         if not updated:
             return False

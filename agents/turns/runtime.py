@@ -252,10 +252,13 @@ class TurnRun:
             "finish_reason": "stop"}  # fmt: skip
         # Done once, only while this run still holds the turn: the answer, the routing outcome and the done event
         # are stored together (the update holds the turn's row).
+        answer = None if reply.client_calls else {"role": Message.Role.ASSISTANT, "content": reply.content or ""}
+        spent = lifecycle.spent(unsaved_completion=memory.message_tokens(answer) if answer else 0)
         with transaction.atomic():
-            if not self.held().update(status=Turn.Status.DONE, finished_at=timezone.now()):
+            finished = self.held().update(status=Turn.Status.DONE, finished_at=timezone.now(), **spent)
+            if not finished:
                 raise TurnTakenOver(f"turn {self.turn.id} was taken over before it finished")
-            if not reply.client_calls:
+            if answer is not None:
                 self.store_message(Message.Role.ASSISTANT, reply.content)
             record_outcome(self.routing, called=self.called, turn_ms=duration)
             emit(self.turn.id, EventType.DONE, phase="done", status=Turn.Status.DONE, content=reply.content,

@@ -1,8 +1,9 @@
 """Overview breakdown benchmark on PostgreSQL: the range views over 100,000 turns; figures, not a test.
 
 Runs against a fresh database toolhub_overviewbench_<pid> (created, migrated with manage.py, dropped at the end).
-Data: --turns turns spread evenly over the last 7 days across 3 model profiles, the 3 channels and 10 API keys, a
-routing log each (a tenth of them with an approval wait) and --tool-results tool results per turn over 40 tools.
+Data: --turns turns spread evenly over the last 7 days across 3 model profiles (priced), the 3 channels and 10 API
+keys, a routing log each (a tenth of them with an approval wait), a budget event and an answer each (the cost
+columns' tokens) and --tool-results tool results per turn over 40 tools.
 Then the breakdown (agents.console.breakdown, what the overview renders below its live section) is computed and
 rendered for the hour, the day and the week, --runs times each, alternating; p50 and p95 per range. The issue's
 target is 300 ms p95. The last line printed is one JSON object.
@@ -31,7 +32,8 @@ def insert_traffic(turns: int, tool_results: int) -> None:
 
     owner = get_user_model().objects.create(username="bench")
     profiles = [ModelProfile.objects.create(name=f"profile-{n}", context_window=8192, max_output_tokens=512,
-                                            reserved_result_tokens=512) for n in range(3)]  # fmt: skip
+                                            reserved_result_tokens=512, input_price=n, output_price=4 * n)
+                for n in range(3)]  # fmt: skip
     conversations = [
         Conversation.objects.create(
             owner=owner,
@@ -69,6 +71,24 @@ def insert_traffic(turns: int, tool_results: int) -> None:
                       t.created_at
                FROM agents_turn t CROSS JOIN generate_series(1, %s) s""",
             [tool_results],
+        )
+        # What the cost columns read: each turn's budget event (one model call) and its answer.
+        cursor.execute(
+            """INSERT INTO agents_turnevent (turn_id, sequence, type, phase, payload, created_at)
+               SELECT t.id, 5, 'routing', 'budget',
+                      jsonb_build_object('system', 300, 'tools', 600 + t.id %% 400, 'knowledge', 0,
+                                         'memory', t.id %% 900),
+                      t.created_at
+               FROM agents_turn t""",
+            [],
+        )
+        cursor.execute(
+            """INSERT INTO agents_message (conversation_id, turn_id, role, content, tool_call_id, tool_calls, tokens,
+                                           created_at)
+               SELECT t.conversation_id, t.id, 'assistant', 'an answer', '', '[]'::jsonb, 20 + t.id %% 200,
+                      t.created_at
+               FROM agents_turn t""",
+            [],
         )
         cursor.execute("VACUUM ANALYZE")
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from agents.console import breakdown
 from agents.console.breakdown import TOP_ROWS, TimeRange, time_range
 from agents.models import Conversation, Message, ModelProfile, RoutingLog, Turn, TurnEvent
+from agents.turns.lifecycle import spent
 from tests.support.builders import make_user
 
 pytestmark = pytest.mark.django_db
@@ -112,6 +113,7 @@ def spend(row: Turn, *, sent: int, wrote: int) -> None:
     TurnEvent.objects.create(turn=row, sequence=1, type=TurnEvent.Type.ROUTING, phase="budget", payload=parts)
     Message.objects.create(conversation=row.conversation, turn=row, role=Message.Role.ASSISTANT, content="ok",
                            tokens=wrote)  # fmt: skip
+    Turn.objects.filter(pk=row.pk).update(**spent())  # what ending it stores (agents/turns/lifecycle.py)
 
 
 def test_costs_per_profile_and_per_turn_come_from_the_profiles_prices(traffic, settings):

@@ -11,6 +11,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.models import Conversation, Message, ModelProfile, ToolApproval, Turn, TurnEvent, default_profile
+from agents.turns.lifecycle import spent
 from agents.turns.retention import apply_retention
 from catalog.models import McpServer
 from tests.support.builders import NOW, make_turn, make_user
@@ -287,6 +288,7 @@ def test_tokens_of_the_last_hour_by_model_profile_prompt_and_completion(client):
         Message(conversation=on_default, turn=one_step, role="assistant", tokens=7),
         Message(conversation=on_big, turn=old, role="assistant", tokens=500),
     ])  # fmt: skip
+    Turn.objects.update(**spent())  # what ending them stores (agents/turns/lifecycle.py)
 
     tokens = family(scrape(client), "toolhub_tokens_last_hour")
 
@@ -310,6 +312,7 @@ def test_model_profiles_past_the_busiest_share_other(client, monkeypatch):
         conversation = Conversation.objects.create(owner=owner, model_profile=profile)
         turn = Turn.objects.create(conversation=conversation, status=Turn.Status.DONE)
         budget_event(turn, 1, name, memory=memory).save()
+    Turn.objects.update(**spent())
 
     tokens = family(scrape(client), "toolhub_tokens_last_hour")
 

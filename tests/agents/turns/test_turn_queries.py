@@ -62,3 +62,23 @@ def test_a_builtin_turn_runs_at_most_its_pinned_statements_and_transactions(
     statements, transactions = statements_and_transactions(queries)
     assert statements <= most_statements, "\n".join(queries)
     assert transactions <= most_transactions, "\n".join(queries)
+
+
+def test_a_turn_keeps_what_its_model_calls_were_sent_and_wrote_when_it_ends(demo_catalog):
+    """Read by the UPDATE that ends it (lifecycle.spent): no statement of its own; the answer stored after it counts."""
+    from agents.models import Message
+    from agents.turns.lifecycle import PROMPT_PARTS, end_turn
+
+    turn, _ = run_counted(make_user(), "What is 15 + 27?")
+    budgets = TurnEvent.objects.filter(turn=turn, type=TurnEvent.Type.ROUTING, phase="budget")
+    sent = sum(event.payload[part] for event in budgets for part in PROMPT_PARTS)
+    wrote = sum(Message.objects.filter(turn=turn, role=Message.Role.ASSISTANT).values_list("tokens", flat=True))
+    assert budgets.count() == 2 and sent > 0 and wrote > 0
+    assert (turn.prompt_tokens, turn.completion_tokens) == (sent, wrote)
+
+    failing = create_turn(Conversation.objects.create(owner=turn.conversation.owner), "later")
+    parts = {"system": 5, "tools": 6, "knowledge": 7, "memory": 8, "reserve": 1000}  # the reserve is no prompt
+    TurnEvent.objects.create(turn=failing, sequence=50, type=TurnEvent.Type.ROUTING, phase="budget", payload=parts)
+    assert end_turn(failing.id, Turn.Status.FAILED, "model_unavailable", "The model did not answer.")
+    failing.refresh_from_db()
+    assert (failing.prompt_tokens, failing.completion_tokens) == (26, 0)
