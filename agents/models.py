@@ -240,8 +240,8 @@ class Turn(models.Model):
     published_at = models.DateTimeField(null=True, blank=True)
     # What its model calls were sent and what the model wrote, in toolhub's own count, set when the turn ends
     # (agents/turns/lifecycle.py `spent`): what the overview's costs sum.
-    prompt_tokens = models.PositiveBigIntegerField(default=0)
-    completion_tokens = models.PositiveBigIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
 
     class Meta:
         ordering = ["-created_at"]

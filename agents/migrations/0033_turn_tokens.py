@@ -30,12 +30,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='turn',
             name='completion_tokens',
-            field=models.PositiveBigIntegerField(default=0),
+            field=models.PositiveBigIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
             model_name='turn',
             name='prompt_tokens',
-            field=models.PositiveBigIntegerField(default=0),
+            field=models.PositiveBigIntegerField(db_default=0, default=0),
         ),
         migrations.RunPython(backfill, migrations.RunPython.noop),
     ]
