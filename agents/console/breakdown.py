@@ -21,7 +21,7 @@ from django.utils import timezone
 from agents.models import RoutingLog, Turn
 
 from .fragments import tool_link
-from .metrics import Usage, tool_outcomes, usage_by_profile
+from .metrics import Usage, priced, tool_outcomes
 
 RANGES = {
     "hour": ("last hour", datetime.timedelta(hours=1)),
@@ -76,7 +76,7 @@ def breakdown(span: TimeRange) -> dict:
     """Every figure of the range: totals, machine and approval-wait p95s, and the tables by profile (with tokens and
     cost), channel, key and tool (each at most TOP_ROWS rows, the rest summed as "others"). The turns grouped by
     profile, channel and key at once (with their routing logs' machine time), the machine times and the waits for
-    the percentiles, the tool results, and the tokens by profile (usage_by_profile: three queries)."""
+    the percentiles, the tool results, and the profiles' prices (the tokens come with the turns' groups)."""
     turns_in_range = Turn.objects.filter(created_at__gte=span.since, created_at__lt=span.until)
     groups = list(
         turns_in_range.order_by()
@@ -90,15 +90,21 @@ def breakdown(span: TimeRange) -> dict:
             failed=Count("id", filter=Q(status=Turn.Status.FAILED)),
             machine=Sum(MACHINE_LOG),
             finished=Count("routing_log__turn_ms"),
+            prompt=Sum("prompt_tokens", filter=Q(status__in=Turn.ENDED)),
+            completion=Sum("completion_tokens", filter=Q(status__in=Turn.ENDED)),
         )  # fmt: skip
     )
     logs = RoutingLog.objects.filter(created_at__gte=span.since, created_at__lt=span.until, turn_ms__isnull=False)
     machine = logs.annotate(machine=MACHINE_MS).values_list("machine", flat=True)
     waits = logs.filter(wait_ms__gt=0).values_list("wait_ms", flat=True)
-    finished, waited = logs.count(), waits.count()
+    counted = logs.aggregate(finished=Count("id"), waited=Count("id", filter=Q(wait_ms__gt=0)))
+    finished, waited = counted["finished"], counted["waited"]
     turns, failed = sum(group["turns"] for group in groups), sum(group["failed"] for group in groups)
-    by_name = usage_by_profile(since=span.since, until=span.until)
-    usage = {name or DEFAULT_PROFILE: figures for name, figures in by_name.items()}
+    tokens: dict[str | None, tuple[int, int]] = {}
+    for group in groups:  # the tokens of the ended turns, by profile (kept on each turn when it ends)
+        before = tokens.get(group["profile"], (0, 0))
+        tokens[group["profile"]] = (before[0] + (group["prompt"] or 0), before[1] + (group["completion"] or 0))
+    usage = {name or DEFAULT_PROFILE: figures for name, figures in priced(tokens).items()}
     by_profile = _with_costs(_rows(groups, "profile", DEFAULT_PROFILE), usage)
     costs = [figures.cost for figures in usage.values() if figures.cost is not None]
     return {

@@ -6,6 +6,7 @@ what the model then called, over finished turns only (turn_ms set).
 
 import datetime
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -115,18 +116,20 @@ def usage_by_profile(*, since: datetime.datetime, until: datetime.datetime | Non
         .values_list("conversation__model_profile__name")
         .annotate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"))
     )
-    prompt = {name: tokens_in for name, tokens_in, _ in rows}
-    completion = {name: tokens_out for name, _, tokens_out in rows}
-    names = set(prompt) | set(completion)
+    return priced({name: (tokens_in or 0, tokens_out or 0) for name, tokens_in, tokens_out in rows})
+
+
+def priced(tokens: Mapping[str | None, tuple[int, int]]) -> dict[str | None, Usage]:
+    """{profile name (None: the default profile): Usage} of {profile name: (prompt, completion tokens)}, costed at
+    each profile's prices (one query; None where a profile has none)."""
     prices = {name: (inp, out) for name, inp, out in
-              ModelProfile.objects.filter(name__in=[name for name in names if name])
+              ModelProfile.objects.filter(name__in=[name for name in tokens if name])
               .values_list("name", "input_price", "output_price")}  # fmt: skip
-    if None in names:
+    if None in tokens:
         fallback = default_profile()
         prices[None] = (fallback.input_price, fallback.output_price)
     usage = {}
-    for name in names:
-        tokens_in, tokens_out = prompt.get(name) or 0, completion.get(name) or 0
+    for name, (tokens_in, tokens_out) in tokens.items():
         price_in, price_out = prices.get(name, (None, None))
         cost = None
         if price_in is not None or price_out is not None:

@@ -2,8 +2,8 @@
 
 Runs against a fresh database toolhub_overviewbench_<pid> (created, migrated with manage.py, dropped at the end).
 Data: --turns turns spread evenly over the last 7 days across 3 model profiles (priced), the 3 channels and 10 API
-keys, a routing log each (a tenth of them with an approval wait), a budget event and an answer each (the cost
-columns' tokens) and --tool-results tool results per turn over 40 tools.
+keys, a routing log each (a tenth of them with an approval wait), a budget event and an answer each (their
+tokens kept on the turn too, as its end stores them) and --tool-results tool results per turn over 40 tools.
 Then the breakdown (agents.console.breakdown, what the overview renders below its live section) is computed and
 rendered for the hour, the day and the week, --runs times each, alternating; p50 and p95 per range. The issue's
 target is 300 ms p95. The last line printed is one JSON object.
@@ -47,9 +47,10 @@ def insert_traffic(turns: int, tool_results: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             """INSERT INTO agents_turn (conversation_id, status, model, two_stage, client_tools, error, created_at,
-                                        attempt, tool_choice)
+                                        attempt, tool_choice, prompt_tokens, completion_tokens)
                SELECT (%s::int[])[1 + g %% %s], CASE WHEN g %% 20 = 0 THEN 'failed' ELSE 'done' END, 'toolhub',
-                      true, '[]'::jsonb, '', now() - (g * interval '7 days' / %s), 0, 'null'::jsonb
+                      true, '[]'::jsonb, '', now() - (g * interval '7 days' / %s), 0, 'null'::jsonb,
+                      900 + g %% 1300, 20 + g %% 200
                FROM generate_series(1, %s) g""",
             [ids, len(ids), turns, turns],
         )
