@@ -285,6 +285,8 @@ def test_the_navigation_is_one_compact_row_at_390_and_every_link_is_reachable_by
         page.keyboard.press("Tab")
         reached.append(page.evaluate("document.activeElement.getAttribute('href')"))
     assert reached == expected
+    page.keyboard.press("Tab")  # the user's own settings (/account/: the time zone), then logging out
+    assert page.evaluate("document.activeElement.getAttribute('href')") == "/account/"
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Log out"
 
