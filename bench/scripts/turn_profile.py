@@ -178,8 +178,13 @@ def profile(passes: int, top: int = 0, show_sql: bool = False) -> None:
     print(f"channel layer: {layer}; database: {connection.vendor}")
     print(f"per turn, unprofiled: {plain_wall / count * 1000:.1f} ms wall, {plain_cpu / count * 1000:.1f} ms CPU of "
           f"this process")  # fmt: skip
-    print(f"per turn, profiled: {wall / count * 1000:.1f} ms wall, {len(queries) / count:.1f} SQL queries, "
-          f"{events / count:.1f} events")  # fmt: skip
+    logged: dict[str, int] = {}  # as Django logs them: statements, and BEGIN/COMMIT of each transaction
+    for query in queries.captured_queries:
+        kind = query["sql"].split(None, 1)[0].upper()
+        logged[kind] = logged.get(kind, 0) + 1
+    print(f"per turn, profiled: {wall / count * 1000:.1f} ms wall, {len(queries) / count:.1f} SQL commands as "
+          f"Django logs them (" + ", ".join(f"{kind} {n / count:.1f}" for kind, n in sorted(logged.items()))
+          + f"), {events / count:.1f} events")  # fmt: skip
     for label, suffix, name in STAGES:
         total = sum(s[3] for (path, _line, func), s in stats.items() if func == name and path.endswith(suffix))
         print(f"  {label:<36} {total / count * 1000:7.1f} ms")
