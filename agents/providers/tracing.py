@@ -72,9 +72,11 @@ def _record_answer(span, content: str, calls, finish, messages: list[dict], tool
     if finish:
         span.set_attribute("gen_ai.response.finish_reasons", [finish])
     if INPUT_TOKENS not in (getattr(span, "attributes", None) or {}):
-        prompt = json.dumps([messages, tools], ensure_ascii=False, default=str)
+        # Counted message by message and schema by schema: a step repeats the earlier steps' messages and the same
+        # schemas, whose counts catalog.models.tokens remembers (the whole prompt as one text never repeats).
+        sent = sum(count_tokens(json.dumps(part, ensure_ascii=False, default=str)) for part in (*messages, *tools))
         answer = content + "".join(call.name + call.arguments for call in calls)
-        span.set_attributes({INPUT_TOKENS: count_tokens(prompt), OUTPUT_TOKENS: count_tokens(answer),
+        span.set_attributes({INPUT_TOKENS: sent, OUTPUT_TOKENS: count_tokens(answer),
                              "toolhub.usage.estimated": True})  # fmt: skip
     if content_recorded():
         span.set_attribute("gen_ai.input.messages", json.dumps(input_messages(messages), ensure_ascii=False))
