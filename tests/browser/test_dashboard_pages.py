@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 from agents.models import RoutingLog
 from catalog.models import Domain, KnowledgeSnippet, ToolPolicy
 from catalog.policies.decision import RoutingDecision
-from tests.browser.conftest import NARROW, WIDE
+from tests.browser.conftest import NARROW, SCREENSHOTS, WIDE
 
 TOOL = "dns_lookup"
 
@@ -170,6 +170,24 @@ def test_simulating_a_confirmation_lists_the_calls_that_would_wait_for_approval(
     screenshot(page, f"policy-simulation-confirmation-{viewport['width']}")
     policy.refresh_from_db()
     assert not policy.requires_confirmation and policy.version == 1  # simulating saved nothing
+
+
+def test_guarding_the_balance_names_the_reads_that_still_return_it(page, log_in):
+    """The demo's get_member_balance behind approval: the simulation names the Loyalty reads that return the balance
+    anyway (catalog/policies/sidestep.py), each linked to its own policy."""
+    page.set_viewport_size({"width": 1280, "height": 900})
+    log_in(page, "operator")
+    page.goto("/policies/get_member_balance/")
+    page.get_by_label("Requires confirmation").check()
+    page.get_by_role("button", name="Simulate").click()
+    warning = page.locator("#simulation .sidesteps")
+    expect(warning).to_contain_text("puts get_member_balance behind approval")
+    expect(warning.get_by_role("link", name="get_points_ledger")).to_have_attribute(
+        "href", "/policies/get_points_ledger/"
+    )
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    warning.screenshot(path=str(SCREENSHOTS / "policy-sidestep-1280.png"))  # the warning itself, for the docs
+    assert not ToolPolicy.objects.get(tool__name="get_member_balance").requires_confirmation  # simulating saved nothing
 
 
 def test_viewer_sees_no_edit_controls_and_direct_posts_get_403(page, log_in, browser_stack):
