@@ -137,6 +137,9 @@ def _no_status(phase, message, **data):
 def _evaluates_or_refuses(expression: str) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # Not the calculator's: the garbage collector may finalise another test's object (an unclosed temporary
+        # file) while this runs, and its ResourceWarning would land here (a flaky failure seen in CI).
+        warnings.simplefilter("ignore", ResourceWarning)
         try:
             value = evaluate(expression)
         except CalculationError:
