@@ -13,6 +13,8 @@ import re
 from django.db.models import Max
 from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
+from django.utils.html import escape
 
 from agents.models import Conversation, Message, RoutingLog, ToolApproval, Turn, TurnEvent
 from agents.turns.events import stored_events
@@ -377,8 +379,26 @@ def render_thread(conversation: Conversation, *, can_decide: bool, own: bool = F
     started the conversation's turns (four eyes: they may only deny its risky calls)."""
     turns = thread(conversation)
     context = {"turns": turns, "can_decide": can_decide, "own_conversation": own, "ended": ENDED}
-    html = render_to_string(f"{CONVERSATION_TEMPLATE}#thread", context)
+    html = render_to_string(f"{CONVERSATION_TEMPLATE}#thread", context) + _recent_end(conversation)
     return html, {turn["id"]: turn["last"] for turn in turns}
+
+
+ANNOUNCE_ENDED_WITHIN = datetime.timedelta(seconds=10)
+
+
+def _recent_end(conversation: Conversation) -> str:
+    """The live region's word for the latest turn when it ended just now: a turn may end between the page's render
+    and its socket's first frame, and a screen reader would otherwise never hear that the answer is complete."""
+    latest = (Turn.objects.filter(conversation=conversation, status__in=ENDED,
+                                  finished_at__gte=timezone.now() - ANNOUNCE_ENDED_WITHIN)
+              .order_by("-id").values_list("status", "error").first())  # fmt: skip
+    if latest is None:
+        return ""
+    status, error = latest
+    event = ({"type": EventType.ERROR, "payload": {"message": error}} if status == Turn.Status.FAILED else
+             {"type": EventType.DONE, "payload": {"status": status}})  # fmt: skip
+    text = announcement(event)
+    return f'<div id="turn-announcer" hx-swap-oob="innerHTML">{escape(text)}</div>' if text else ""
 
 
 def render_new_turn(turn_id: int, *, can_decide: bool, own: bool = False) -> tuple[str, int]:

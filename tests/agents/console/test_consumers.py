@@ -14,6 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.db import connections
+from django.utils import timezone
 
 from agents.account.zones import save_time_zone
 from agents.console import consumers, fanout, overview
@@ -536,3 +537,22 @@ async def test_a_conversation_socket_shows_times_in_the_viewers_saved_zone(commu
     socket.scope["cookies"] = {"toolhub_tz": "America/New_York"}  # the saved zone wins
     assert (await socket.connect())[0]
     assert "2026-01-15 12:04:05 JST" in await socket.receive_from()
+
+
+async def test_a_turn_that_ended_before_the_socket_opened_is_still_announced_if_just_now(communicator):
+    """The turn may end between the page's render and its socket's first frame: the snapshot tells the live region
+    what the done event would have; a turn that ended long ago is not announced again."""
+    viewer = await sync_to_async(make_user)("viewer", role="viewer")
+    turn = await new_turn(viewer)
+    await sync_to_async(Turn.objects.filter(pk=turn.pk).update)(status=Turn.Status.DONE, finished_at=timezone.now())
+    socket = communicator(f"/ws/console/{turn.conversation_id}/", viewer)
+    assert (await socket.connect())[0]
+    announced = '<div id="turn-announcer" hx-swap-oob="innerHTML">The answer is complete.</div>'
+    assert announced in await socket.receive_from()
+    await socket.disconnect()
+    long_ago = timezone.now() - datetime.timedelta(minutes=5)
+    await sync_to_async(Turn.objects.filter(pk=turn.pk).update)(finished_at=long_ago)
+    again = communicator(f"/ws/console/{turn.conversation_id}/", viewer)
+    assert (await again.connect())[0]
+    assert "turn-announcer" not in await again.receive_from()
+    await again.disconnect()
