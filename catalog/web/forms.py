@@ -127,6 +127,9 @@ class SnippetForm(forms.ModelForm):
         # The owner is typed or picked from users and existing owners (the page's datalist, selectors.owner_choices).
         widgets = {"text": forms.Textarea(attrs={"rows": 8}), "owner": forms.TextInput(attrs={"list": "owner-choices"})}
 
+    # Ten years at most: a review date past the calendar's end was a 500 (the fuzz test found it).
+    review_interval_days = forms.IntegerField(min_value=1, max_value=3650, help_text="Days between reviews.")
+
     def changes(self) -> dict:
         return {name: self.cleaned_data[name] for name in self.changed_data if name in REVISABLE}
 
