@@ -53,13 +53,14 @@ $(CONFORMANCE_SUITE): tests/conformance/package.json tests/conformance/package-l
 test-servers: $(NPM_MCP_SERVERS) $(CONFORMANCE_SUITE)
 
 $(CHROMIUM):
-	$(SUDO) apt-get install -y chromium fonts-noto-color-emoji || \
-		($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium fonts-noto-color-emoji)
+	$(SUDO) apt-get install -y -o DPkg::Lock::Timeout=300 chromium fonts-noto-color-emoji || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y -o DPkg::Lock::Timeout=300 chromium fonts-noto-color-emoji)
 
 # The production layout's balancer (deploy/haproxy.cfg), which tests/integration/test_layout.py starts: Debian's HAProxy.
 HAPROXY := /usr/sbin/haproxy
 $(HAPROXY):
-	$(SUDO) apt-get install -y haproxy || ($(SUDO) apt-get update && $(SUDO) apt-get install -y haproxy)
+	$(SUDO) apt-get install -y -o DPkg::Lock::Timeout=300 haproxy || \
+		($(SUDO) apt-get update && $(SUDO) apt-get install -y -o DPkg::Lock::Timeout=300 haproxy)
 
 # The trace receiver that tests/integration/test_phoenix.py starts: Arize Phoenix (requirements/phoenix.txt) in a venv
 # of its own, apart from the hash-locked .venv.

@@ -143,3 +143,24 @@ def test_the_page_shows_the_cost_and_which_profiles_have_no_price(client, traffi
     page = client.get("/").content.decode()
     assert "3.00 EUR</span> model cost" in page and "default profile: no price set" in page
     assert "Cost (EUR)" in page and "set prices" not in page  # a viewer may not edit profiles
+
+
+def percentiles_of_twenty_turns() -> None:
+    """Twenty turns of 100 ms to 2,000 ms machine time, every fourth one also waiting 1-5 s for a person."""
+    conversation = Conversation.objects.create(owner=make_user())
+    for n in range(1, 21):
+        wait = 1_000 * (n // 4) if n % 4 == 0 else 0
+        turn(conversation, ago=datetime.timedelta(minutes=n), turn_ms=100 * n + wait, wait_ms=wait)
+    figures = breakdown.breakdown(time_range({}, now=NOW)[0])
+    # Nearest rank: p50 is the 10th of 20 values, p95 the 19th; the waits 1-5 s, p95 the 5th of 5.
+    assert (figures["p50_machine_ms"], figures["p95_machine_ms"]) == (1_000, 1_900)
+    assert (figures["turns_waited"], figures["p95_wait_ms"]) == (5, 5_000)
+
+
+def test_the_percentiles_are_the_nearest_rank():
+    percentiles_of_twenty_turns()
+
+
+@pytest.mark.postgres  # PostgreSQL reads them in one scan, with its percentile_disc
+def test_the_percentiles_are_the_nearest_rank_on_postgresql_too():
+    percentiles_of_twenty_turns()
