@@ -2,7 +2,8 @@
 
 from functools import partial
 
-# The dashboard's pages, in menu order: (label, path). The current one is the longest prefix match.
+# The dashboard's pages, in menu order: (label, path). The current one is the longest prefix match; the overview's
+# "/" only on itself (the account page or a 404 is no section of the menu).
 NAVIGATION = (
     ("Overview", "/"),
     ("Console", "/console/"),
@@ -20,7 +21,8 @@ APPROVALS = "/approvals/"  # its entry shows how many approvals wait (a callable
 
 
 def navigation(path: str, user=None) -> list[dict]:
-    current = max((href for _, href in NAVIGATION if path.startswith(href)), key=len, default=None)
+    sections = (href for _, href in NAVIGATION if path.startswith(href) and (href != "/" or path == "/"))
+    current = max(sections, key=len, default=None)
     items = [{"label": label, "href": href, "current": href == current} for label, href in NAVIGATION]
     for item in items:
         if item["href"] == APPROVALS and user is not None and user.is_authenticated:

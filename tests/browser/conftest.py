@@ -34,6 +34,7 @@ SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 ROLES = ("viewer", "operator", "admin")
 PASSWORD = "browser-test-password"
 WIDE = {"width": 1280, "height": 800}
+WIDEST = {"width": 1440, "height": 900}  # the accessibility check's and the docs' wide screenshots
 NARROW = {"width": 390, "height": 844}
 
 
@@ -169,7 +170,8 @@ def browser():
 
 @pytest.fixture
 def new_page(browser, browser_stack):
-    """Open another page in a fresh context (its own cookies): `new_page(width=390)`.
+    """Open another page in a fresh context (its own cookies): `new_page(NARROW)`; other options go to the context
+    (`new_page(timezone_id="Asia/Ho_Chi_Minh")`).
 
     Every page of every browser test is watched for Content-Security-Policy violations (toolhub/csp.py): the
     test fails on any console message about one, so htmx, the vendored scripts and the templates stay within it.
@@ -180,8 +182,8 @@ def new_page(browser, browser_stack):
         if "Content Security Policy" in message.text:
             violations.append(f"{message.page.url if message.page else '?'}: {message.text}")
 
-    def open_page(viewport=WIDE):
-        context = browser.new_context(viewport=viewport, base_url=browser_stack.url)
+    def open_page(viewport=WIDE, **options):
+        context = browser.new_context(viewport=viewport, base_url=browser_stack.url, **options)
         # The first turn of a fresh worker waits for the router's warm-up (the example index, its
         # diacritic-free copy included, embedded at start): over 20 s on a loaded host.
         context.set_default_timeout(60_000)

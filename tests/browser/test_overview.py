@@ -1,10 +1,13 @@
 """The overview in Chromium: every number live over /ws/overview/, charts readable by mouse, keyboard and table."""
 
 import re
+from decimal import Decimal
 
 from playwright.sync_api import expect
 
 from agents.console.metrics import turns_total
+from agents.models import ModelProfile
+from tests.browser.conftest import SCREENSHOTS, WIDEST
 
 
 def test_an_open_overview_shows_the_new_total_and_request_row_after_a_turn_runs_and_keeps_the_readers_place(
@@ -82,3 +85,46 @@ def test_a_chart_value_shows_on_keyboard_focus_and_on_hover(new_page, log_in, as
         latency.get_by_text("Data table").click()
         expect(latency.locator("table tbody tr")).to_have_count(1)
         assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
+def test_the_breakdown_prices_each_profiles_turns_in_the_operators_own_time_zone(new_page, log_in, screenshot):
+    """Cost by profile from an admin's prices, and every time in the operator's zone: the browser's until they save
+    their own on /account/ (by keyboard), then that one, with its abbreviation, in the header and the range form."""
+    ModelProfile.objects.filter(name="chat-8k").update(input_price=Decimal("150"), output_price=Decimal("600"))
+    page = new_page(WIDEST, timezone_id="Asia/Ho_Chi_Minh")
+    log_in(page, "operator")
+    # Chromium's ICU names the zone by its older alias: either is the tz database's
+    expect(page.locator("header .zone")).to_contain_text(re.compile(r"Asia/(Ho_Chi_Minh|Saigon) \(\+07\)"))
+    page.goto("/console/")
+    page.get_by_label("Start a conversation").fill("What is the points balance of member mem_lan00001?")
+    page.get_by_label("Model").select_option("chat-8k")
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_url("**/console/*/")
+    page.locator(".turn-status.status-done").wait_for()
+
+    page.goto("/?range=day#overview-range")
+    breakdown = page.locator("section.breakdown")
+    expect(breakdown.locator(".range-form")).to_contain_text("(+07, at most 92 days)")
+    row = breakdown.get_by_role("row", name=re.compile(r"^chat-8k "))
+    expect(row.get_by_role("cell").nth(3)).to_have_text(re.compile(r"^[1-9]\d* / [1-9]\d*$"))  # tokens in / out
+    expect(row.get_by_role("cell").nth(4)).to_have_text(re.compile(r"^\d+\.\d{2,4}$"))  # cost
+    expect(breakdown.locator(".card").first).to_contain_text("1 turn, 0 failed")
+    profiles = breakdown.get_by_role("group", name="Turns, tokens and cost by model profile")
+    assert profiles.evaluate("wrap => wrap.scrollWidth <= wrap.clientWidth")  # every column shown, cost included
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    breakdown.screenshot(path=str(SCREENSHOTS / "overview-cost-1440.png"))  # the breakdown itself, for the docs
+
+    page.goto("/account/")
+    expect(page.locator("#time-zone-now")).to_contain_text(re.compile("Asia/(Ho_Chi_Minh|Saigon)"))
+    expect(page.locator("#time-zone-now")).to_contain_text("your browser's zone")
+    zone = page.get_by_label("Show times in")
+    zone.focus()
+    zone.select_option("Europe/Paris")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Save")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator(".flash")).to_contain_text("Saved: pages show times in Europe/Paris.")
+    expect(page.locator("#time-zone-now")).to_contain_text("as you chose below")
+    expect(page.locator("header nav [aria-current=page]")).to_have_count(0)  # the account is no menu section
+    expect(page.locator("header .zone")).to_contain_text(re.compile(r"Europe/Paris \(CES?T\)"))
+    screenshot(page, "account-time-zone-1440")
