@@ -15,7 +15,7 @@ never scanned as a whole. The beat task
 import datetime
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, TypedDict, TypeVar
 
 from django.conf import settings
@@ -48,19 +48,12 @@ class RetentionResult:
 
 
 @dataclass
-class DayFigures:
-    """One day's share of a batch, added to its RetentionDay."""
+class DayFigures(rollup.Figures):
+    """One day's share of a batch, added to its RetentionDay: what /metrics' summed days count, and the events and
+    messages removed."""
 
-    turns_done: int = 0
-    turns_failed: int = 0
-    turns_cancelled: int = 0
     events: int = 0
     messages: int = 0
-    routing_logs: int = 0
-    fallbacks: int = 0
-    tokens_saved: int = 0
-    turn_ms: list[int] = field(default_factory=list)
-    steward_ms: list[int] = field(default_factory=list)
 
 
 class _ConversationOf(TypedDict):
@@ -123,26 +116,6 @@ def _delete_emptied(conversation_ids: set[int], cutoff: datetime.datetime) -> in
     return emptied.delete()[1].get(Conversation._meta.label, 0)
 
 
-def _add_log(figures: DayFigures, log: RoutingLog) -> None:
-    figures.routing_logs += 1
-    figures.fallbacks += log.fallback
-    figures.tokens_saved += log.tokens_saved
-    if log.steward_ms is not None:
-        figures.steward_ms.append(log.steward_ms)
-    if log.turn_ms is not None:
-        figures.turn_ms.append(log.turn_ms)
-
-
-def _add_summed(summary: rollup.Figures, log: RoutingLog) -> None:
-    """A removed log as /metrics' summed days count it (agents/turns/rollup.py)."""
-    summary.routing_logs += 1
-    summary.fallbacks += log.fallback
-    summary.tokens_saved += log.tokens_saved
-    for buckets, value in ((summary.turn_ms, log.turn_ms), (summary.steward_ms, log.steward_ms)):
-        if value is not None:
-            buckets[RetentionDay.bucket_counts([value]).index(1)] += 1
-
-
 LOG_FIELDS = ("turn_id", "created_at", "fallback", "steward_ms", "turn_ms", "catalog_schema_tokens",
               "loaded_schema_tokens", "deferred_listing_tokens")  # fmt: skip
 
@@ -168,10 +141,8 @@ def _record(figures: Mapping[datetime.date, DayFigures]) -> None:
             "tokens_saved",
         ):
             setattr(summary, name, getattr(summary, name) + getattr(add, name))
-        summary.turn_ms_buckets = _add_buckets(summary.turn_ms_buckets, RetentionDay.bucket_counts(add.turn_ms))
-        summary.steward_ms_buckets = _add_buckets(
-            summary.steward_ms_buckets, RetentionDay.bucket_counts(add.steward_ms)
-        )
+        summary.turn_ms_buckets = _add_buckets(summary.turn_ms_buckets, add.turn_ms)
+        summary.steward_ms_buckets = _add_buckets(summary.steward_ms_buckets, add.steward_ms)
         summary.save()
 
 
@@ -192,20 +163,16 @@ def _turn_batch(cutoff: datetime.datetime, batch_size: int, result: RetentionRes
         figures: defaultdict[datetime.date, DayFigures] = defaultdict(DayFigures)
         summed: defaultdict[datetime.date, rollup.Figures] = defaultdict(rollup.Figures)  # by MetricsDay's days
         for turn in turns:
-            day = figures[day_of_turn[turn.id]]
-            outcome = "done" if turn.status == Turn.Status.DONE else (
-                "cancelled" if turn.status == Turn.Status.CANCELLED else "failed")  # fmt: skip
-            setattr(day, f"turns_{outcome}", getattr(day, f"turns_{outcome}") + 1)
-            summary = summed[day_of_turn[turn.id]]
-            setattr(summary, f"turns_{outcome}", getattr(summary, f"turns_{outcome}") + 1)
+            figures[day_of_turn[turn.id]].add_turn(turn.status)
+            summed[day_of_turn[turn.id]].add_turn(turn.status)
         for row in TurnEvent.objects.filter(turn_id__in=ids).values("turn_id").annotate(n=Count("id")).order_by():
             figures[day_of_turn[row["turn_id"]]].events += row["n"]
         for row in Message.objects.filter(turn_id__in=ids).values("turn_id").annotate(n=Count("id")).order_by():
             figures[day_of_turn[row["turn_id"]]].messages += row["n"]
         for log in RoutingLog.objects.filter(turn_id__in=ids).only(*LOG_FIELDS):
             assert log.turn_id is not None  # a log of one of these turns
-            _add_log(figures[day_of_turn[log.turn_id]], log)
-            _add_summed(summed[log.created_at.date()], log)
+            figures[day_of_turn[log.turn_id]].add_log(log)  # RetentionDay files a log by its turn's day
+            summed[log.created_at.date()].add_log(log)  # MetricsDay by its own
         _record(figures)
         rollup.unsum(summed)
         result.events += TurnEvent.objects.filter(turn_id__in=ids).delete()[0]
@@ -243,8 +210,8 @@ def _loose_logs_batch(cutoff: datetime.datetime, batch_size: int, result: Retent
         figures: defaultdict[datetime.date, DayFigures] = defaultdict(DayFigures)
         summed: defaultdict[datetime.date, rollup.Figures] = defaultdict(rollup.Figures)
         for log in logs:
-            _add_log(figures[log.created_at.date()], log)
-            _add_summed(summed[log.created_at.date()], log)
+            figures[log.created_at.date()].add_log(log)
+            summed[log.created_at.date()].add_log(log)
         _record(figures)
         rollup.unsum(summed)
         result.routing_logs += RoutingLog.objects.filter(id__in=[log.id for log in logs]).delete()[0]

@@ -52,7 +52,8 @@ def day_lock() -> None:
 
 @dataclass
 class Figures:
-    """Counts of some turns and routing logs: what a MetricsDay or a RetentionDay holds."""
+    """Counts of some turns and routing logs: what a MetricsDay or a RetentionDay holds (latencies as counts per
+    bucket of RetentionDay.LATENCY_BUCKETS_MS)."""
 
     turns_done: int = 0
     turns_failed: int = 0
@@ -70,6 +71,21 @@ class Figures:
         for buckets, counts in ((self.turn_ms, row[-2]), (self.steward_ms, row[-1])):
             for index, count in enumerate(counts or ()):
                 buckets[index] += count
+
+    def add_turn(self, status: str) -> None:
+        """Count an ended turn by its outcome (one that is neither done nor cancelled failed)."""
+        outcomes = {Turn.Status.DONE.value: "turns_done", Turn.Status.CANCELLED.value: "turns_cancelled"}
+        outcome = outcomes.get(status, "turns_failed")
+        setattr(self, outcome, getattr(self, outcome) + 1)
+
+    def add_log(self, log: RoutingLog) -> None:
+        """Count a routing log: its request, fallback, tokens saved and its latencies' buckets."""
+        self.routing_logs += 1
+        self.fallbacks += log.fallback
+        self.tokens_saved += log.tokens_saved
+        for buckets, value in ((self.turn_ms, log.turn_ms), (self.steward_ms, log.steward_ms)):
+            if value is not None:
+                buckets[RetentionDay.bucket_counts([value]).index(1)] += 1
 
 
 def summed() -> Figures:
