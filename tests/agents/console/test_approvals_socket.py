@@ -4,47 +4,26 @@ burst, trailing); refused without login or permission like every console socket.
 import asyncio
 
 import pytest
-import pytest_asyncio
 from asgiref.sync import sync_to_async
-from channels.routing import URLRouter
-from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
-from django.db import connections
 
 from agents.console import approvals_socket
 from agents.console.consumers import FORBIDDEN
-from agents.console.websocket_urls import websocket_urlpatterns
 from agents.models import Conversation, TurnEvent
 from agents.turns.events import emit
 from agents.turns.start import create_turn
+from tests.agents.console.conftest import ARRIVAL
 from tests.support.builders import make_user
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
-ARRIVAL = 10  # seconds to wait for what must arrive (a loaded host); what must not arrive is awaited briefly
 TRAILING = 0.2
+APPROVALS = "/ws/approvals/"
 
 
 @pytest.fixture(autouse=True)
 def _short_trailing(monkeypatch):
     monkeypatch.setattr(approvals_socket, "TRAILING_SECONDS", TRAILING)
-
-
-@pytest_asyncio.fixture
-async def socket_for():
-    made = []
-
-    def make(user) -> WebsocketCommunicator:
-        socket = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/approvals/")
-        socket.scope["user"] = user
-        made.append(socket)
-        return socket
-
-    yield make
-    for socket in made:
-        if not socket.future.done():
-            await socket.disconnect()
-    await sync_to_async(connections.close_all)()
 
 
 @sync_to_async
@@ -57,16 +36,16 @@ def store(turn, kind, **payload):
     return emit(turn.id, kind, phase=payload.pop("phase", ""), **payload)
 
 
-async def test_anonymous_and_roleless_users_are_refused(socket_for):
+async def test_anonymous_and_roleless_users_are_refused(communicator):
     nobody = await sync_to_async(get_user_model().objects.create_user)("nobody", password="a-long-test-password")
     for user in (AnonymousUser(), nobody):
-        connected, code = await socket_for(user).connect(ARRIVAL)
+        connected, code = await communicator(APPROVALS, user).connect(ARRIVAL)
         assert not connected and code == FORBIDDEN
 
 
-async def test_a_waiting_call_is_said_at_once_and_a_burst_of_moves_once(socket_for):
+async def test_a_waiting_call_is_said_at_once_and_a_burst_of_moves_once(communicator):
     viewer = await sync_to_async(make_user)("watcher", role="viewer")
-    socket = socket_for(viewer)
+    socket = communicator(APPROVALS, viewer)
     connected, _ = await socket.connect(ARRIVAL)
     assert connected
     assert await socket.receive_from(ARRIVAL) == "changed"  # whatever came before the socket: read the inbox now

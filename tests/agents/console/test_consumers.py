@@ -6,14 +6,10 @@ import datetime
 import re
 
 import pytest
-import pytest_asyncio
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from channels.routing import URLRouter
-from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
-from django.db import connections
 from django.utils import timezone
 
 from agents.account.zones import save_time_zone
@@ -21,27 +17,14 @@ from agents.console import consumers, fanout, overview
 from agents.console import fragments as console
 from agents.console.consumers import FORBIDDEN
 from agents.console.fanout import LOST, FanoutLost, GroupFanout, console_fanout
-from agents.console.websocket_urls import websocket_urlpatterns
 from agents.models import Conversation, Message, RoutingLog, Turn, TurnEvent
 from agents.turns.events import CONSOLE_GROUP, MESSAGE_TYPE, emit, serialize
 from agents.turns.start import create_turn
+from tests.agents.console.conftest import ARRIVAL
 from tests.support.builders import make_user
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 PATHS = ["/ws/console/", "/ws/console/{conversation}/", "/ws/overview/"]
-
-
-# Seconds a socket waits for what a test expects to arrive: channels' default (1 s) was too short on a loaded two-core
-# host for a turn's events to render and fan out (a fast-stage run failed on it). Waits for nothing stay short.
-ARRIVAL = 10
-
-
-class Socket(WebsocketCommunicator):
-    async def connect(self, timeout=ARRIVAL):
-        return await super().connect(timeout)
-
-    async def receive_from(self, timeout=ARRIVAL):
-        return await super().receive_from(timeout)
 
 
 # The overview's refresh interval here (1 s in use): each overview test waited a whole interval for its refresh.
@@ -51,26 +34,6 @@ REFRESH = 0.2
 @pytest.fixture(autouse=True)
 def _short_overview_interval(monkeypatch):
     monkeypatch.setattr(consumers, "OVERVIEW_REFRESH_SECONDS", REFRESH)
-
-
-@pytest_asyncio.fixture
-async def communicator():
-    """Makes communicators for the route table alone (the test puts the user in the scope as AuthMiddlewareStack
-    would) and disconnects each one still running before the test's loop closes: a consumer left to the loop's
-    teardown is cancelled inside the Redis layer's receive, which can hang the teardown."""
-    made = []
-
-    def make(path: str, user) -> Socket:
-        socket = Socket(URLRouter(websocket_urlpatterns), path)
-        socket.scope["user"] = user
-        made.append(socket)
-        return socket
-
-    yield make
-    for socket in made:
-        if not socket.future.done():
-            await socket.disconnect()
-    await sync_to_async(connections.close_all)()  # the sync thread's connection, or it outlives the test database
 
 
 @sync_to_async
