@@ -88,7 +88,7 @@ class OpenAICompatProvider:
                 raise self._timeout() from None
             except openai.OpenAIError as exc:
                 if streamed or attempt == settings.TOOLHUB_MODEL_RETRIES or not retryable(exc):
-                    raise ModelUnavailable(f"the model at {self.base_url} failed: {exc.__class__.__name__}") from None
+                    raise ModelUnavailable(f"the model at {self.base_url} {failure(exc)}") from None
                 time.sleep(min(0.5 * 2**attempt, self._left(deadline)))
         tool_calls = tuple(
             ToolCall(id=call["id"] or f"call_{index}", name=call["name"], arguments=call["arguments"] or "{}")
@@ -105,6 +105,15 @@ class OpenAICompatProvider:
 
     def _timeout(self) -> ModelTimeout:
         return ModelTimeout(f"the model at {self.base_url} did not answer within {settings.TOOLHUB_MODEL_TIMEOUT:g} s")
+
+
+def failure(exc: openai.OpenAIError) -> str:
+    """What went wrong, as an operator reads it on the turn: never the server's own text, which may echo a key."""
+    if isinstance(exc, openai.APIConnectionError):
+        return "could not be reached (no connection)"
+    if isinstance(exc, openai.APIStatusError):
+        return f"answered HTTP {exc.status_code}"
+    return f"failed: {exc.__class__.__name__}"
 
 
 def retryable(exc: openai.OpenAIError) -> bool:

@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 from agents.console.metrics import turns_total
 from agents.models import ModelProfile
 from tests.browser.conftest import SCREENSHOTS, WIDEST
+from tests.support.servers import free_port
 
 
 def test_an_open_overview_shows_the_new_total_and_request_row_after_a_turn_runs_and_keeps_the_readers_place(
@@ -128,3 +129,40 @@ def test_the_breakdown_prices_each_profiles_turns_in_the_operators_own_time_zone
     expect(page.locator("header nav [aria-current=page]")).to_have_count(0)  # the account is no menu section
     expect(page.locator("header .zone")).to_contain_text(re.compile(r"Europe/Paris \(CES?T\)"))
     screenshot(page, "account-time-zone-1440")
+
+
+def test_errors_are_in_sight_a_failed_turn_and_a_failed_tool_call_link_to_their_pages(new_page, log_in):
+    """A turn whose model server is down fails, a turn answers although its tool call failed: the overview's errors
+    say both, list the failed turn with its error and the failing tool, each a link the keyboard follows."""
+    ModelProfile.objects.create(name="down", upstream_model="m", base_url=f"http://127.0.0.1:{free_port()}/v1",
+                                context_window=8192, max_output_tokens=512, reserved_result_tokens=512)  # fmt: skip
+    page = new_page(WIDEST)
+    log_in(page, "operator")
+    page.goto("/console/")
+    page.get_by_label("Start a conversation").fill("What is 15 + 27?")
+    page.get_by_label("Model").select_option("down")
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_url("**/console/*/")
+    page.locator(".turn-status.status-failed").wait_for()
+    failed_at = page.url
+    page.goto("/console/")
+    page.get_by_label("Start a conversation").fill("What is 1/0?")
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_url("**/console/*/")
+    page.locator(".turn-status.status-done").wait_for()
+
+    page.goto("/")
+    errors = page.locator("#recent-errors + .cards")
+    expect(errors).to_contain_text("1 failed turn of 2 ended (50 %)")
+    expect(errors).to_contain_text("1 turn answered although a tool call failed")
+    expect(page.locator("#failing-tools + ul")).to_contain_text(re.compile(r"calculate: 1 of 1 call failed"))
+    failed = page.locator("ul.failed-turns li")
+    expect(failed).to_have_count(1)
+    expect(failed).to_contain_text("could not be reached (no connection)")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#recent-errors").scroll_into_view_if_needed()
+    page.screenshot(path=str(SCREENSHOTS / "overview-errors-1440.png"))  # the viewport: live counters and errors
+    failed.get_by_role("link").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(re.escape(failed_at.split("#")[0])))
+    expect(page.locator(".turn-status.status-failed")).to_be_visible()

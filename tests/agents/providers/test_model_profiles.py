@@ -17,6 +17,7 @@ from agents.providers import BUILTIN_MODEL_ID, upstream_of
 from agents.turns import runtime
 from tests.support.builders import make_user
 from tests.support.scripted_openai import ScriptedOpenAI
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -256,3 +257,15 @@ def test_the_page_header_names_the_default_profiles_model(admin_client, two_serv
     profile("chat-8k")
     assert 'title="Model this instance runs">builtin (offline, rule-based)</span>' in admin_client.get(
         "/console/").content.decode()  # fmt: skip
+
+
+def test_a_model_server_that_is_down_or_answers_an_error_is_named_so_on_the_failed_turn(demo_catalog, two_servers):
+    small, _ = two_servers
+    small.behaviour = "error"
+    profile("erring", upstream_model="m", base_url=small.base_url)
+    profile("down", upstream_model="m", base_url=f"http://127.0.0.1:{free_port()}/v1")
+    for name, said in [("erring", "answered HTTP 500"), ("down", "could not be reached (no connection)")]:
+        turn = run_request(name)
+        (error,) = TurnEvent.objects.filter(turn=turn, type=TurnEvent.Type.ERROR)
+        assert turn.status == Turn.Status.FAILED and error.payload["reason"] == "model_unavailable"
+        assert said in error.payload["message"] and "scripted failure" not in error.payload["message"]
