@@ -197,6 +197,10 @@ class Conversation(models.Model):
         "ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations"
     )
     api_key_name = models.CharField(max_length=100, blank=True)
+    # What an API client says of the request (OpenAI's `user` and `metadata`, agents/openai_api/attribution.py):
+    # whom it is for, and its tags ({key: value}, strings); searchable in the console.
+    end_user = models.CharField(max_length=256, blank=True, db_index=True)
+    metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -113,6 +113,10 @@ class TurnSearchForm(forms.Form):
                             help_text="Who started it: the operator, or the API key's user.")  # fmt: skip
     channel = forms.ChoiceField(required=False, label="Channel", choices=[("", "any"), *Conversation.Channel.choices])
     api_key = forms.CharField(required=False, max_length=100, label="API key (name)")
+    end_user = forms.CharField(required=False, max_length=256, label="End user",
+                               help_text="The user an API request named (its user field).")  # fmt: skip
+    tag = forms.CharField(required=False, max_length=600, label="Tag (key=value)",
+                          help_text="A metadata pair an API request carried.")  # fmt: skip
     since = forms.DateField(required=False, label="From", widget=DateInput, help_text="YYYY-MM-DD")
     until = forms.DateField(required=False, label="To", widget=DateInput, help_text="YYYY-MM-DD, inclusive")
 
@@ -122,6 +126,15 @@ class TurnSearchForm(forms.Form):
         if owner and not get_user_model().objects.filter(**{f"{field}__iexact": owner}).exists():
             raise forms.ValidationError(f"No user is named {owner}.")
         return owner
+
+    def clean_tag(self) -> tuple[str, str] | None:
+        tag = self.cleaned_data["tag"].strip()
+        if not tag:
+            return None
+        key, equals, value = tag.partition("=")
+        if not equals or not key.strip():
+            raise forms.ValidationError("Write a tag as key=value, as the request's metadata had it.")
+        return key.strip(), value.strip()
 
     def clean(self):
         data = super().clean()
@@ -134,7 +147,8 @@ class TurnSearchForm(forms.Form):
         data = self.cleaned_data
         return TurnFilters(text=data["q"].strip(), tool=data["tool"].strip(), status=data["status"],
                            owner=data["owner"], channel=data["channel"], api_key=data["api_key"].strip(),
-                           since=data["since"], until=data["until"])  # fmt: skip
+                           end_user=data["end_user"].strip(), tag=data["tag"], since=data["since"],
+                           until=data["until"])  # fmt: skip
 
 
 class ToolActivityForm(forms.Form):

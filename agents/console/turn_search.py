@@ -10,7 +10,9 @@ import datetime
 from dataclasses import dataclass
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet, TextField
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 from django.urls import reverse
 from django.utils import timezone
 
@@ -28,6 +30,8 @@ class TurnFilters:
     owner: str = ""  # the conversation owner's username
     channel: str = ""  # Conversation.Channel: console, api or mcp
     api_key: str = ""  # the name of the API key that started the conversation
+    end_user: str = ""  # whom an API client said the request was for (its `user`)
+    tag: tuple[str, str] | None = None  # (key, value): the conversation's metadata holds key with that value
     since: datetime.date | None = None  # created on or after this day
     until: datetime.date | None = None  # created on or before this day (the whole day)
 
@@ -53,6 +57,13 @@ def search_turns(filters: TurnFilters) -> QuerySet[Turn]:
         turns = turns.filter(conversation__channel=filters.channel)
     if filters.api_key:
         turns = turns.filter(conversation__api_key_name__iexact=filters.api_key)
+    if filters.end_user:
+        turns = turns.filter(conversation__end_user__iexact=filters.end_user)
+    if filters.tag:
+        key, value = filters.tag
+        # As text (a JSON key transform would compare the value as JSON); the key is a parameter, never a path.
+        tagged = Cast(KeyTextTransform(key, "conversation__metadata"), output_field=TextField())
+        turns = turns.alias(tagged=tagged).filter(tagged=value)
     if filters.since:
         turns = turns.filter(created_at__gte=_start_of(filters.since))
     if filters.until:

@@ -12,6 +12,8 @@ from django.conf import settings
 from agents.turns.client_tools import CHOICE_WORDS
 from catalog.models.schemas import TOOL_NAME_PATTERN
 
+from . import attribution
+
 ERROR_STATUSES = {
     "400": "The request is invalid: bad JSON, a wrong type, too deep, a NUL byte, too many messages or tools.",
     "401": "No API key, or not a valid one.",
@@ -24,6 +26,7 @@ ERROR_STATUSES = {
     "503": "The server is busy (no database connection in time); Retry-After says when to try again.",
     "504": "The turn or the model did not finish before its deadline.",
 }
+PRINTABLE = "^[^\\x00-\\x1f\\x7f]*$"  # no control characters (agents/openai_api/attribution.py)
 RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}}
 
 
@@ -132,6 +135,23 @@ def schemas() -> dict:
                 },
                 "parallel_tool_calls": {"type": "boolean"},
                 "two_stage_analysis": {"type": ["boolean", "null"], "description": "false: skip the steward."},
+                "user": {
+                    "type": ["string", "null"],
+                    "maxLength": attribution.MAX_USER,
+                    "pattern": PRINTABLE,
+                    "description": "Whom the request is for, kept on the conversation (console search).",
+                },
+                "metadata": {
+                    "type": ["object", "null"],
+                    "maxProperties": attribution.MAX_PAIRS,
+                    "propertyNames": {"minLength": 1, "maxLength": attribution.MAX_KEY, "pattern": PRINTABLE},
+                    "additionalProperties": {
+                        "type": "string",
+                        "maxLength": attribution.MAX_VALUE,
+                        "pattern": PRINTABLE,
+                    },
+                    "description": "Tags kept on the conversation, searchable in the console as key=value.",
+                },  # fmt: skip
             },
         },
         "ChatCompletion": {

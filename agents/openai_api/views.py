@@ -42,6 +42,7 @@ from catalog.models import Tool
 from catalog.models.tokens import count_tokens
 from toolhub import rate_limits
 
+from .attribution import parse_attribution
 from .body_limits import InputRejected, check_chat_request, check_json_body
 from .completions import completion, sse_stream
 from .errors import ApiError
@@ -117,12 +118,15 @@ def parse_request(body: bytes) -> dict:
     temperature = payload.get("temperature", 1)
     if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
         raise ApiError(400, "temperature must be a number between 0 and 2.", param="temperature")
+    end_user, metadata = parse_attribution(payload)
     return {
         "messages": parsed,
         "model": payload.get("model") or DEFAULT_MODEL,  # no model (or null): the default, as docs/api.md says
         "stream": bool(payload.get("stream")),
         "two_stage": payload.get("two_stage_analysis") is not False,
         "client": client,
+        "end_user": end_user,
+        "metadata": metadata,
     }
 
 
@@ -188,6 +192,7 @@ def open_turn(user, request: dict, *, api_key: ApiKey | None = None):
     conversation = Conversation.objects.create(
         owner=user, model_profile=profile, title=request_text[:200], channel=Conversation.Channel.API,
         api_key=api_key, api_key_name=api_key.name if api_key else "",
+        end_user=request.get("end_user", ""), metadata=request.get("metadata", {}),
     )  # fmt: skip
     stored = [
         Message(

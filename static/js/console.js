@@ -29,12 +29,14 @@
   document.addEventListener("htmx:wsAfterMessage", syncSend);
   document.addEventListener("htmx:afterSwap", syncSend);
 
-  // Ctrl+Enter (⌘+Enter on a Mac) in the message box sends, as Send would (nothing while Send is disabled).
+  // Ctrl+Enter (⌘+Enter on a Mac) in a message box sends, as Send would (nothing while Send is disabled): a
+  // conversation's (form#chat) and the console's "Start a conversation" (form.chat).
   document.addEventListener("keydown", function (evt) {
     if (evt.key !== "Enter" || !(evt.ctrlKey || evt.metaKey) || !evt.target.closest) return;
-    var form = evt.target.closest("form#chat");
-    var send = document.getElementById("chat-send");
-    if (!form || !send) return;
+    var form = evt.target.closest("form#chat, form.chat");
+    if (!form) return;
+    var send = form.id === "chat" ? document.getElementById("chat-send") : form.querySelector("button[type=submit]");
+    if (!send) return;
     evt.preventDefault();
     if (!send.disabled) form.requestSubmit(send);
   });

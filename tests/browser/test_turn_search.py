@@ -33,7 +33,7 @@ def test_a_turn_is_found_by_text_and_by_tool_and_its_deep_link_and_tool_activity
     page.wait_for_url("**/console/search/?q=100+-+58")
     results = page.locator(".search-result")
     expect(results).to_have_count(1)
-    expect(results.first).to_contain_text(f"Turn {second.pk}")
+    expect(results.first).to_contain_text(f"Turn #{second.pk}")
     expect(results.first).to_contain_text("calculate")
     screenshot(page, "turn-search-1280")
     assert page.evaluate(DUPLICATED_LANDMARKS) == [] and page.evaluate(UNREACHABLE_SCROLLERS) == []
@@ -45,7 +45,7 @@ def test_a_turn_is_found_by_text_and_by_tool_and_its_deep_link_and_tool_activity
     page.get_by_role("button", name="Search", exact=True).click()
     page.wait_for_url("**/console/search/?*tool=calculate*")
     expect(results).to_have_count(2)
-    expect(results.first).to_contain_text(f"Turn {second.pk}")  # newest first
+    expect(results.first).to_contain_text(f"Turn #{second.pk}")  # newest first
     page.reload()
     expect(results).to_have_count(2)
     assert page.get_by_label("Tool called").input_value() == "calculate"
@@ -88,7 +88,7 @@ def test_a_turn_is_found_by_text_and_by_tool_and_its_deep_link_and_tool_activity
     expect(page.locator("#activity-p50")).to_contain_text("ms")
     calls = page.locator("table.tool-calls tbody tr")
     expect(calls).to_have_count(2)
-    expect(calls.first.get_by_role("link")).to_have_text(f"Turn {second.pk}")
+    expect(calls.first.get_by_role("link")).to_have_text(f"Turn #{second.pk}")
     screenshot(page, "tool-activity-1280")
     assert page.evaluate(DUPLICATED_LANDMARKS) == [] and page.evaluate(UNREACHABLE_SCROLLERS) == []
     calls.first.get_by_role("link").click()

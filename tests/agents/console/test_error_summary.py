@@ -56,7 +56,7 @@ def test_the_overview_page_shows_them_with_links(client, conversation):
     assert "Errors in the last hour" in page
     assert "1</span> failed turn of 2 ended (50 %)" in page
     assert "1</span> turn answered although a tool call failed" in page
-    assert f'href="/console/{conversation.pk}/#turn-{failed.pk}">Turn {failed.pk}</a>' in page
+    assert f'href="/console/{conversation.pk}/#turn-{failed.pk}">Turn #{failed.pk}</a>' in page
     assert "turn_timeout: no answer in 300 s" in page
     assert 'href="/console/tools/get_member/?window=1h"' in page and "1 of 1 call failed" in page
 
