@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 from .base import Provider, Upstream, upstream_of
 from .builtin.model import BuiltinProvider
-from .openai_compat import OpenAICompatProvider
 
 _FACTORIES: dict[str, Callable[[Upstream], Provider]] = {}
 
@@ -24,6 +23,13 @@ def get_provider(upstream: Upstream | None = None) -> Provider:
     return _FACTORIES[upstream.kind](upstream)
 
 
+def _openai_compatible(upstream: Upstream) -> Provider:
+    # Imported here: the openai SDK takes about a second to import, which every process would pay at start
+    # (manage.py commands, the console's forms) although only one that calls a model server needs it.
+    from .openai_compat import OpenAICompatProvider
+
+    return OpenAICompatProvider(base_url=upstream.base_url, api_key=upstream.api_key(), model=upstream.model)
+
+
 register("builtin", lambda upstream: BuiltinProvider())
-register("openai", lambda upstream: OpenAICompatProvider(base_url=upstream.base_url, api_key=upstream.api_key(),
-                                                         model=upstream.model))  # fmt: skip
+register("openai", _openai_compatible)
