@@ -43,13 +43,7 @@ from collections.abc import Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-import bm25s
 import numpy as np
-from bm25s.stopwords import STOPWORDS_EN
-
-# bm25s sets its own logger to DEBUG when imported, over the LOGGING setting's WARNING: every index build
-# printed "DEBUG bm25s Building index from tokens" (make run's output among others).
-logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 MODE_HYBRID = "hybrid"
 MODE_BM25 = "bm25"
@@ -79,11 +73,26 @@ MAX_OPEN_REPEATS = 4
 REGEX_SECONDS = 0.5
 DENSE_OFF_NOTE = "dense model is off (TOOLHUB_SEARCH_EMBEDDINGS); ranked by BM25 only"
 
+# bm25s's English stop words (bm25s.stopwords.STOPWORDS_EN), spelled out so that importing this module does not import
+# bm25s and the scipy it loads (about a second) in processes that never build an index: manage.py commands, tests.
+STOPWORDS_EN = (
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these they this "
+    "to was will with"
+).split()
 STOPWORDS = frozenset(STOPWORDS_EN) | frozenset(
     "i me my we our you your can could would should please what which who how do does want need some any".split()
 )
 
 Embedder = Callable[[list[str]], np.ndarray]
+
+
+def _bm25s():
+    """bm25s, imported by the first index built. It sets its own logger to DEBUG when imported, over the LOGGING
+    setting's WARNING: every index build printed "DEBUG bm25s Building index from tokens" (make run's output)."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
 
 
 # What a tool's schema says, indexed (parameter_phrases): fields at most this deep, at most this many phrases, and
@@ -330,7 +339,7 @@ class ToolSearchIndex:
         if len(self._position) != len(self.names):
             raise ValueError("tool names in a search index must be unique")
         self.bm25_weight = bm25_weight
-        self._bm25 = bm25s.BM25()
+        self._bm25 = _bm25s().BM25()
         if self.documents:
             self._bm25.index([lexical_tokens(d) for d in self.documents], show_progress=False)
         self._embedder = embedder

@@ -1,6 +1,9 @@
 """Tool search: query modes, the allowed-set guarantee, the database-backed index and its stored embeddings."""
 
 import hashlib
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -263,3 +266,15 @@ def test_the_database_index_documents_carry_each_active_tools_domains_and_aliase
     assert index.search("billing", allowed={"ship_parcel", "track_parcel"}).names == ["ship_parcel"]
     with django_assert_max_num_queries(3):  # tools, their domains, the examples: none per tool
         catalog_search.build_catalog_index(dense=False)
+
+
+def test_the_stop_words_are_bm25s_english_ones_and_importing_the_index_leaves_bm25s_unloaded():
+    from bm25s.stopwords import STOPWORDS_EN as BM25S_ENGLISH
+
+    from catalog.search import index
+
+    assert tuple(index.STOPWORDS_EN) == BM25S_ENGLISH
+    code = "import sys, catalog.search.index; print('bm25s' in sys.modules, 'scipy' in sys.modules)"
+    root = Path(__file__).resolve().parents[3]
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert loaded.stdout.split() == ["False", "False"]
