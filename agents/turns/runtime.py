@@ -36,6 +36,7 @@ from agents.models import (
 from agents.providers import ModelTimeout, ModelUnavailable, ToolCall, TurnHints, followups, get_provider, upstream_of
 from agents.router import ConversationState, Intent, StewardContext, StewardResult, analyze, current_time_context
 from catalog.knowledge.registry import select_snippets
+from catalog.mcp_client.callers import Caller, calling_as
 from catalog.mcp_client.content import non_text
 from catalog.models import READ_ONLY_OPERATIONS
 from catalog.policies.bundle import CapabilityBundle, build_bundle, with_client_tools
@@ -52,6 +53,10 @@ from .tool_calls import CallOutcome, execute
 from .workflows import WorkflowError
 
 log = logging.getLogger(__name__)
+TURN_CANNOT_ASK = (
+    "this tool call runs in a chat turn, and toolhub does not relay a server's elicitation or sampling requests "
+    "from a turn (not supported for this caller): call the tool through /mcp with a client that declares them"
+)
 EventType = TurnEvent.Type
 
 
@@ -530,14 +535,15 @@ class TurnRun:
         self.emit(EventType.TOOL_CALL, phase="tool", tool_name=call.name, arguments=_arguments(call))
 
         def run_call() -> CallOutcome:
-            return execute(
-                call,
-                bundle,
-                emit=tool_emit,
-                max_result_tokens=self.profile.reserved_result_tokens,
-                approved=approved,
-                owner_id=self.conversation.owner_id,
-            )
+            with calling_as(self.mcp_caller()):
+                return execute(
+                    call,
+                    bundle,
+                    emit=tool_emit,
+                    max_result_tokens=self.profile.reserved_result_tokens,
+                    approved=approved,
+                    owner_id=self.conversation.owner_id,
+                )
 
         step = staged_flows.step_of(self.entry_of.get(call.name), self.workflow) if bundle.holds(call.name) else None
         outcome = self.run_step(step, call, run_call) if step else run_call()
@@ -552,6 +558,13 @@ class TurnRun:
                       **blocks)  # fmt: skip
             self.store_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id, result=outcome.result)
         return outcome
+
+    def mcp_caller(self) -> Caller:
+        """Who the turn's MCP tool calls are made for: the conversation's owner and the conversation as the session
+        (they choose per-user and per-session connections). A server's elicitation or sampling during the call is
+        declined with the reason: a turn has nobody to answer it yet."""
+        return Caller(user_id=self.conversation.owner_id, session_key=f"conversation:{self.conversation.pk}",
+                      cannot_ask=TURN_CANNOT_ASK)  # fmt: skip
 
     def run_step(self, step: staged_flows.Step, call: ToolCall, run_call: Callable[[], CallOutcome]) -> CallOutcome:
         """The current phase's step tool: record a type choice, or run it and move the workflow on."""
