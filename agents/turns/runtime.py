@@ -36,14 +36,14 @@ from agents.models import (
 from agents.providers import ModelTimeout, ModelUnavailable, ToolCall, TurnHints, followups, get_provider, upstream_of
 from agents.router import ConversationState, Intent, StewardContext, StewardResult, analyze, current_time_context
 from catalog.knowledge.registry import select_snippets
-from catalog.mcp_client.callers import Caller, calling_as
+from catalog.mcp_client.callers import Caller
 from catalog.mcp_client.content import non_text
 from catalog.models import READ_ONLY_OPERATIONS
 from catalog.policies.bundle import CapabilityBundle, build_bundle, with_client_tools
 from catalog.policies.decision import RoutingDecision
 from catalog.policies.flows import flow_to_start
 
-from . import approvals, learning, lifecycle, memory, prompt, staged_flows, watchdog
+from . import approvals, learning, lifecycle, memory, prompt, sampling, staged_flows, watchdog
 from .budget import token_budget
 from .client_tools import ClientTools
 from .events import FailureReason, TurnTakenOver, emit
@@ -53,10 +53,6 @@ from .tool_calls import CallOutcome, execute
 from .workflows import WorkflowError
 
 log = logging.getLogger(__name__)
-TURN_CANNOT_ASK = (
-    "this tool call runs in a chat turn, and toolhub does not relay a server's elicitation or sampling requests "
-    "from a turn (not supported for this caller): call the tool through /mcp with a client that declares them"
-)
 EventType = TurnEvent.Type
 
 
@@ -535,15 +531,15 @@ class TurnRun:
         self.emit(EventType.TOOL_CALL, phase="tool", tool_name=call.name, arguments=_arguments(call))
 
         def run_call() -> CallOutcome:
-            with calling_as(self.mcp_caller()):
-                return execute(
-                    call,
-                    bundle,
-                    emit=tool_emit,
-                    max_result_tokens=self.profile.reserved_result_tokens,
-                    approved=approved,
-                    owner_id=self.conversation.owner_id,
-                )
+            return execute(
+                call,
+                bundle,
+                emit=tool_emit,
+                max_result_tokens=self.profile.reserved_result_tokens,
+                approved=approved,
+                owner_id=self.conversation.owner_id,
+                mcp_caller=self.mcp_caller,
+            )
 
         step = staged_flows.step_of(self.entry_of.get(call.name), self.workflow) if bundle.holds(call.name) else None
         outcome = self.run_step(step, call, run_call) if step else run_call()
@@ -560,11 +556,13 @@ class TurnRun:
         return outcome
 
     def mcp_caller(self) -> Caller:
-        """Who the turn's MCP tool calls are made for: the conversation's owner and the conversation as the session
-        (they choose per-user and per-session connections). A server's elicitation or sampling during the call is
-        declined with the reason: a turn has nobody to answer it yet."""
-        return Caller(user_id=self.conversation.owner_id, session_key=f"conversation:{self.conversation.pk}",
-                      cannot_ask=TURN_CANNOT_ASK)  # fmt: skip
+        """Who the turn's MCP tool calls are made for (agents.turns.sampling): the conversation's owner and the
+        conversation as the session, which choose per-user and per-session connections; a server's sampling
+        request is answered by the turn's model, its elicitation declined."""
+        if getattr(self, "_mcp_caller", None) is None:
+            self._mcp_caller = sampling.turn_caller(owner=self.conversation.owner, conversation_id=self.conversation.pk,
+                                                    model=self.turn_model)  # fmt: skip
+        return self._mcp_caller
 
     def run_step(self, step: staged_flows.Step, call: ToolCall, run_call: Callable[[], CallOutcome]) -> CallOutcome:
         """The current phase's step tool: record a type choice, or run it and move the workflow on."""

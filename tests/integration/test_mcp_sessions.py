@@ -4,7 +4,8 @@
 file; imported per user, with MEMORY_FILE_PATH={home}/memory.jsonl, each user gets a graph of their own, whether the
 call comes through /mcp on Daphne (the web process) or from a /v1 turn a Celery worker runs. The asking server
 (tests/support/asking_mcp_server.py) asks for input and for a model completion during its calls: through /mcp the
-calling client answers when it declared the capability, and is not asked when it did not.
+calling client answers when it declared the capability, and is not asked when it did not; in a turn a Celery worker
+runs, the turn's model profile answers the sampling and the elicitation is declined.
 """
 
 import asyncio
@@ -16,6 +17,7 @@ import httpx2
 import mcp_types as types
 import openai
 import pytest
+from django.contrib.auth import get_user_model
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -66,7 +68,7 @@ def graph_names(result) -> set[str]:
     return {node["name"] for node in json.loads(result.content[0].text)["entities"]}
 
 
-def test_two_users_get_two_memory_graphs_through_mcp_on_daphne():
+def test_two_users_get_two_memory_graphs_through_mcp_on_daphne(tmp_path):
     memory_server()
     _, alice = create_api_key(user=make_user(username="alice"), name="alice")
     _, bob = create_api_key(user=make_user(username="bob"), name="bob")
@@ -82,18 +84,22 @@ def test_two_users_get_two_memory_graphs_through_mcp_on_daphne():
         async with mcp_session(base, alice) as session:  # another session of alice's: her graph
             return graph_names(await session.call_tool("read_graph", {}))
 
-    with daphne(database_env()) as base:
+    with daphne(database_env(TOOLHUB_MCP_SERVERS_DIR=str(tmp_path))) as base:  # no graph of an earlier run
         assert asyncio.run(scenario(base)) == {"alice-fact"}
+    assert sorted(path.parent.name for path in tmp_path.glob("memory/users/*/memory.jsonl")) == sorted(
+        str(user.pk) for user in get_user_model().objects.filter(username__in=["alice", "bob"])
+    )
 
 
-def test_two_users_get_two_memory_graphs_in_turns_a_celery_worker_runs():
+def test_two_users_get_two_memory_graphs_in_turns_a_celery_worker_runs(tmp_path):
     memory_server()
     _, alice = create_api_key(user=make_user(username="alice"), name="alice")
     _, bob = create_api_key(user=make_user(username="bob"), name="bob")
     mcp_client.close_all()
     with ScriptedOpenAI() as model:
         env = database_env(TOOLHUB_MODEL_BASE_URL=model.base_url, TOOLHUB_MODEL="scripted",
-                           TOOLHUB_MODEL_RETRIES="0", TOOLHUB_WARM_START="0")  # fmt: skip
+                           TOOLHUB_MODEL_RETRIES="0", TOOLHUB_WARM_START="0",
+                           TOOLHUB_MCP_SERVERS_DIR=str(tmp_path))  # fmt: skip
         with celery_worker(env, app), daphne(env) as base:
 
             def turn(key: str, tool: str, arguments: dict) -> None:
@@ -183,3 +189,35 @@ def test_an_upstream_request_a_client_did_not_declare_or_a_malformed_one_is_decl
         "is a string, number, integer, boolean or enum list.",
     ]
     assert asked == []
+
+
+def test_in_a_turn_the_profiles_model_answers_an_upstream_sampling_and_an_elicitation_is_declined():
+    server = McpServer.objects.create(name="asking", command=sys.executable,
+                                      args=["-m", "tests.support.asking_mcp_server"])  # fmt: skip
+    assert sync_server(server).ok
+    for name in ("ask", "sample"):
+        make_policy(Tool.objects.get(name=name))
+    Tool.objects.filter(name__in=["ask", "sample"]).update(always_load=True)
+    _, key = create_api_key(user=make_user(username="turner"), name="turner")
+    mcp_client.close_all()
+    with ScriptedOpenAI() as model:
+        env = database_env(TOOLHUB_MODEL_BASE_URL=model.base_url, TOOLHUB_MODEL="scripted", TOOLHUB_MODEL_RETRIES="0",
+                           TOOLHUB_WARM_START="0", TOOLHUB_MCP_SAMPLING_MAX_TOKENS="500")  # fmt: skip
+        with celery_worker(env, app), daphne(env) as base:
+            client = openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=120)
+            model.steps = [
+                {"tool_calls": [{"name": "sample", "arguments": {"value": "Name a colour"}}]},
+                {"content": "green"},  # the server's sampling request, answered by the turn's profile
+                {"content": "Done."},
+            ]
+            client.chat.completions.create(model="toolhub", messages=[{"role": "user", "content": "Use sample"}])
+            model.steps = [{"tool_calls": [{"name": "ask", "arguments": {"value": "Sure?"}}]}, {"content": "Done."}]
+            client.chat.completions.create(model="toolhub", messages=[{"role": "user", "content": "Use ask"}])
+
+    sampling = model.requests[1]
+    assert (sampling["messages"], sampling["max_tokens"]) == ([{"role": "user", "content": "Name a colour"}], 500)
+    assert "tools" not in sampling
+    results = list(Message.objects.filter(role=Message.Role.TOOL).order_by("id").values_list("content", flat=True))
+    assert results[0] == "sampled: green"
+    assert results[1].startswith("error: toolhub declined the elicitation: this tool call runs in a chat turn")
+    assert "not supported for this caller" in results[1]
