@@ -185,3 +185,20 @@ def test_a_servers_headers_and_environment_never_show_in_its_endpoints_repr():
     server = McpServer(name="remote", transport="streamable_http", url="https://example.test/mcp",
                        headers={"Authorization": "Bearer secret-token"}, env={"API_KEY": "secret-key"})  # fmt: skip
     assert "secret" not in repr(Endpoint.of(server))
+
+
+def test_a_servers_token_reaches_neither_a_caller_nor_a_log_when_its_requests_are_declined_or_cut(settings, caplog):
+    settings.TOOLHUB_MCP_SAMPLING_PER_CALL = 2
+    server = asking_server(env={"API_TOKEN": "sekrit-token-123"})
+    seen = []
+
+    async def sample(params):
+        seen.append(params.model_dump_json())
+        return types.ErrorData(code=types.INVALID_REQUEST, message="no")
+
+    caller = Caller(user_id=1, sample=sample)
+    with calling_as(caller):
+        answers = [call_tool(server, tool, {"value": "?"}).content for tool in ("ask_malformed", "sample_forever")]
+    assert "malformed" in answers[0] and "more than 2 samplings" in answers[1]
+    assert "sekrit" not in "".join(answers + seen) + caplog.text
+    assert "declined" in caplog.text
