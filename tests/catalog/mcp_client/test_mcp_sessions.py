@@ -2,9 +2,12 @@
 ask the caller during a call (elicitation, sampling), against a real stdio server (tests/support/asking_mcp_server.py).
 """
 
+import asyncio
 import json
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import mcp_types as types
@@ -202,3 +205,28 @@ def test_a_servers_token_reaches_neither_a_caller_nor_a_log_when_its_requests_ar
     assert "malformed" in answers[0] and "more than 2 samplings" in answers[1]
     assert "sekrit" not in "".join(answers + seen) + caplog.text
     assert "declined" in caplog.text
+
+
+def test_with_two_calls_in_flight_on_one_connection_a_server_request_is_declined_as_ambiguous():
+    server = asking_server()
+    first_asked, second_done = threading.Event(), threading.Event()
+
+    async def elicit_after_the_second(params):
+        first_asked.set()
+        await asyncio.to_thread(second_done.wait, 20)
+        return types.ElicitResult(action="accept", content={"answer": "first"})
+
+    def first():
+        with calling_as(Caller(user_id=1, elicit=elicit_after_the_second)):
+            return call_tool(server, "ask", {"value": "first?"}).content
+
+    with ThreadPoolExecutor(1) as pool:
+        first_answer = pool.submit(first)
+        assert first_asked.wait(20)  # the first call is waiting for its caller's answer
+        second_answer = call_as(Caller(user_id=1), server, "ask", "second?")
+        second_done.set()
+        assert first_answer.result(timeout=30) == 'action=accept content={"answer": "first"}'
+    assert second_answer == (
+        "error: toolhub declined the elicitation: 2 tool calls are in flight on this connection, and a request names "
+        "none of them."
+    )
