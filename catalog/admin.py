@@ -72,8 +72,8 @@ class KnowledgeSnippetAdmin(admin.ModelAdmin):
 
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
-    list_display = ("name", "transport", "enabled", "status", "last_synced_at", "tool_count")
-    list_filter = ("transport", "enabled", "status")
+    list_display = ("name", "transport", "connection_scope", "enabled", "status", "last_synced_at", "tool_count")
+    list_filter = ("transport", "connection_scope", "enabled", "status")
     search_fields = ("name", "command", "url")
     readonly_fields = ("status", "status_message", "last_synced_at", "tool_names", "missing_tool_names")
     form = McpServerForm

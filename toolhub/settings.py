@@ -339,6 +339,15 @@ TOOLHUB_STATUS_TEXTS: dict[str, str] = {
 TOOLHUB_MCP_TIMEOUT = env_float("TOOLHUB_MCP_TIMEOUT", 30.0)
 # Most tools one MCP server may list; a server listing more is refused whole (nothing imported).
 TOOLHUB_MCP_MAX_TOOLS = env_int("TOOLHUB_MCP_MAX_TOOLS", 2000)
+# Per-user and per-session MCP connections (McpServer.connection_scope), per process: one unused this many seconds is
+# closed (a stdio server's process exits), and at most this many are open; past it the least recently used idle one
+# is closed, and a call finding every one busy is an error result. Shared connections (one per server) do not count.
+TOOLHUB_MCP_IDLE_SECONDS = env_float("TOOLHUB_MCP_IDLE_SECONDS", 300.0)
+TOOLHUB_MCP_MAX_CONNECTIONS = env_int("TOOLHUB_MCP_MAX_CONNECTIONS", 64)
+# A server's sampling/createMessage during a tool call: at most this many per call (then an error, so a server that
+# samples in a loop is cut), each with maxTokens cut to this many.
+TOOLHUB_MCP_SAMPLING_PER_CALL = env_int("TOOLHUB_MCP_SAMPLING_PER_CALL", 5)
+TOOLHUB_MCP_SAMPLING_MAX_TOKENS = env_int("TOOLHUB_MCP_SAMPLING_MAX_TOKENS", 2048)
 # Seconds a tool an API key found through tool_search stays listed and callable for that key, across MCP sessions.
 TOOLHUB_MCP_FOUND_TTL = env_int("TOOLHUB_MCP_FOUND_TTL", 3600)
 # A key that lists every permitted tool (ApiKey.lists_every_permitted_tool) gets them up to this many schema tokens;

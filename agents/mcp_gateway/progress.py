@@ -29,16 +29,16 @@ MAX_SESSIONS = 10_000
 _levels: dict[str, str] = {}  # Mcp-Session-Id -> the lowest level it wants (logging/setLevel)
 
 
-def _session_id(ctx) -> str | None:
+def session_id(ctx) -> str | None:
     request = getattr(ctx, "request", None)
     return request.headers.get("mcp-session-id") if request is not None else None
 
 
 async def on_set_logging_level(ctx, params: types.SetLevelRequestParams) -> types.EmptyResult:
-    session_id = _session_id(ctx)
-    if session_id:
-        _levels.pop(session_id, None)
-        _levels[session_id] = params.level
+    session = session_id(ctx)
+    if session:
+        _levels.pop(session, None)
+        _levels[session] = params.level
         while len(_levels) > MAX_SESSIONS:
             _levels.pop(next(iter(_levels)))
     return types.EmptyResult()
@@ -51,7 +51,7 @@ class CallRelay:
         self.ctx = ctx
         self.loop = asyncio.get_running_loop()
         self.sent: list[concurrent.futures.Future] = []
-        lowest = LEVELS.index(_levels.get(_session_id(ctx) or "", "debug"))
+        lowest = LEVELS.index(_levels.get(session_id(ctx) or "", "debug"))
         self.levels = frozenset(LEVELS[lowest:]) & allowed_log_levels(ctx.protocol_version, ctx.meta)
         wants_progress = (ctx.meta or {}).get("progress_token") is not None  # the SDK's name for progressToken
         self.observer = CallObserver(on_progress=self._progress if wants_progress else None, on_log=self._log)

@@ -20,7 +20,10 @@ result budget); listings carry its title, outputSchema and annotations.
 Resources, resource templates, prompts and completions of the imported servers
 are relayed by agents.mcp_gateway.resources (which servers offer them: its docstring),
 subscriptions to their resources by agents.mcp_gateway.subscriptions, a call's
-progress and log messages by agents.mcp_gateway.progress.
+progress and log messages by agents.mcp_gateway.progress, and its server's elicitation and
+sampling requests by agents.mcp_gateway.client_requests. A call to an MCP server is made for
+the key's user and this session (catalog.mcp_client.callers), which choose the upstream
+connection when the server's connections are per user or per session.
 
 Never lists or runs a tool that policy denies or that has no policy: an unknown
 or denied tool, or a call whose approval was denied or not given in time, is a
@@ -63,6 +66,7 @@ from agents.providers import ToolCall
 from agents.router import StewardContext, analyze
 from agents.tools.results import truncate_blocks
 from agents.turns.tool_calls import CallOutcome, execute, refusal_reason, run_tool_search, schema_problem
+from catalog.mcp_client.callers import calling_as
 from catalog.mcp_client.client import observing
 from catalog.policies.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
 from catalog.policies.decision import CatalogEntry, RoutingDecision, current_catalog
@@ -75,6 +79,7 @@ from . import resources as mcp_resources
 from . import subscriptions as mcp_subscriptions
 from .body_limits import McpInputRejected
 from .call_approvals import ApprovalNeeded
+from .client_requests import ClientAsker
 from .credentials import authenticate_bearer
 from .direct_calls import ToolRefused
 from .found_tools import found_tools, remember_found
@@ -278,11 +283,13 @@ def build_server() -> Server:
     async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         key = _caller(ctx)
         relay = CallRelay(ctx)  # the MCP server's progress and log messages for this call go to this client
+        asker = ClientAsker(ctx)  # and its elicitation and sampling requests
 
         def run(approval_id: int | None = None) -> tuple[CallOutcome, bool, int]:
             before = set(found_tools(key)) if params.name == settings.TOOLHUB_SEARCH_TOOL else set()
             budget = result_token_limit()
-            with observing(relay.observer):
+            user_id = ApiKey.objects.filter(pk=key).values_list("user_id", flat=True).first()
+            with observing(relay.observer), calling_as(asker.caller(user_id)):
                 outcome = call(params.name, params.arguments or {}, key, max_result_tokens=budget,
                                approval_id=approval_id)  # fmt: skip
             return outcome, bool(set(outcome.found) - before), budget

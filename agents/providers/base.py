@@ -51,13 +51,21 @@ class ModelTimeout(ModelUnavailable):
 
 
 class Provider(Protocol):
-    """`tool_choice` and `parallel_tool_calls` are the API client's (OpenAI semantics), None when unsaid."""
+    """`tool_choice` and `parallel_tool_calls` are the API client's (OpenAI semantics), None when unsaid;
+    `max_tokens` bounds the answer (an MCP server's sampling request), None for the model's own limit."""
 
     name: str
     label: str
 
     def stream(
-        self, messages: list[dict], tools: list[dict], *, hints: TurnHints, tool_choice=None, parallel_tool_calls=None
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        *,
+        hints: TurnHints,
+        tool_choice=None,
+        parallel_tool_calls=None,
+        max_tokens: int | None = None,
     ) -> Iterator[ModelChunk]: ...
 
 

@@ -39,17 +39,27 @@ class OpenAICompatProvider:
         self.label = f"{self.model} at {self.base_url}"
 
     def stream(
-        self, messages: list[dict], tools: list[dict], *, hints: TurnHints, tool_choice=None, parallel_tool_calls=None
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        *,
+        hints: TurnHints,
+        tool_choice=None,
+        parallel_tool_calls=None,
+        max_tokens: int | None = None,
     ) -> Iterator[ModelChunk]:
         where = urlsplit(self.base_url)
-        return traced(self._stream(messages, tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls),
-                      provider="openai", model=self.model, messages=messages, tools=tools,
+        steps = self._stream(messages, tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                             max_tokens=max_tokens)  # fmt: skip
+        return traced(steps, provider="openai", model=self.model, messages=messages, tools=tools,
                       server=where.hostname or "", port=where.port)  # fmt: skip
 
     def _stream(
-        self, messages: list[dict], tools: list[dict], *, tool_choice, parallel_tool_calls
+        self, messages: list[dict], tools: list[dict], *, tool_choice, parallel_tool_calls, max_tokens: int | None
     ) -> Iterator[ModelChunk]:
         request = {"model": self.model, "messages": messages, "stream": True}
+        if max_tokens is not None:
+            request["max_tokens"] = max_tokens
         if tools:  # toolhub's and the client's alike; the client's choices pass through as it sent them
             request["tools"] = tools
             if tool_choice is not None:

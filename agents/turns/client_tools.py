@@ -12,7 +12,7 @@ Pure checks on plain values (the caller passes the catalog's names); nothing her
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.core.exceptions import ValidationError
 
@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 
 # OpenAI's tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.
 ToolChoice = str | dict[str, Any]
+
+
+class StepOptions(TypedDict, total=False):
+    """What a model step passes on of the client's choices (agents.providers.Provider.stream's keywords)."""
+
+    tool_choice: ToolChoice
+    parallel_tool_calls: bool
+
 
 CHOICE_WORDS = ("none", "auto", "required")
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
@@ -53,13 +61,13 @@ class ClientTools:
         """The function a named tool_choice forces, if any."""
         return self.tool_choice["function"]["name"] if isinstance(self.tool_choice, dict) else None
 
-    def step_options(self, step: int) -> dict[str, ToolChoice | bool]:
+    def step_options(self, step: int) -> StepOptions:
         """tool_choice and parallel_tool_calls for model step `step` (0 is the request's first step).
 
         The client's tool_choice applies to the first step only: after it, toolhub's own tool results are in,
         and forcing a call again would loop until the step limit. "none" holds for every step.
         """
-        options: dict[str, ToolChoice | bool] = {}
+        options: StepOptions = {}
         if self.tool_choice is not None and (step == 0 or self.tool_choice == "none"):
             options["tool_choice"] = self.tool_choice
         if self.parallel_tool_calls is not None:

@@ -36,13 +36,14 @@ from agents.models import (
 from agents.providers import ModelTimeout, ModelUnavailable, ToolCall, TurnHints, followups, get_provider, upstream_of
 from agents.router import ConversationState, Intent, StewardContext, StewardResult, analyze, current_time_context
 from catalog.knowledge.registry import select_snippets
+from catalog.mcp_client.callers import Caller
 from catalog.mcp_client.content import non_text
 from catalog.models import READ_ONLY_OPERATIONS
 from catalog.policies.bundle import CapabilityBundle, build_bundle, with_client_tools
 from catalog.policies.decision import RoutingDecision
 from catalog.policies.flows import flow_to_start
 
-from . import approvals, learning, lifecycle, memory, prompt, staged_flows, watchdog
+from . import approvals, learning, lifecycle, memory, prompt, sampling, staged_flows, watchdog
 from .budget import token_budget
 from .client_tools import ClientTools
 from .events import FailureReason, TurnTakenOver, emit
@@ -537,6 +538,7 @@ class TurnRun:
                 max_result_tokens=self.profile.reserved_result_tokens,
                 approved=approved,
                 owner_id=self.conversation.owner_id,
+                mcp_caller=self.mcp_caller,
             )
 
         step = staged_flows.step_of(self.entry_of.get(call.name), self.workflow) if bundle.holds(call.name) else None
@@ -552,6 +554,15 @@ class TurnRun:
                       **blocks)  # fmt: skip
             self.store_message(Message.Role.TOOL, outcome.content, tool_call_id=call.id, result=outcome.result)
         return outcome
+
+    def mcp_caller(self) -> Caller:
+        """Who the turn's MCP tool calls are made for (agents.turns.sampling): the conversation's owner and the
+        conversation as the session, which choose per-user and per-session connections; a server's sampling
+        request is answered by the turn's model, its elicitation declined."""
+        if getattr(self, "_mcp_caller", None) is None:
+            self._mcp_caller = sampling.turn_caller(owner=self.conversation.owner, conversation_id=self.conversation.pk,
+                                                    model=self.turn_model)  # fmt: skip
+        return self._mcp_caller
 
     def run_step(self, step: staged_flows.Step, call: ToolCall, run_call: Callable[[], CallOutcome]) -> CallOutcome:
         """The current phase's step tool: record a type choice, or run it and move the workflow on."""

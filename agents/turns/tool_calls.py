@@ -10,7 +10,9 @@ arguments are to be asked of the user, never invented. tool_search loads
 what it finds (only what policy allows) for the next step. Each call is a span (`execute`).
 """
 
+import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +23,7 @@ from opentelemetry.trace import StatusCode
 from agents.providers import ToolCall
 from agents.tools import BUILTIN_TOOL_NAMES, Emit, run_builtin
 from agents.tools.results import truncate_result
+from catalog.mcp_client.callers import Caller, calling_as
 from catalog.mcp_client.client import McpCallResult
 from catalog.mcp_client.client import call_tool as call_mcp_tool
 from catalog.mcp_client.content import wire_result
@@ -94,14 +97,16 @@ def execute(
     max_result_tokens: int,
     approved: bool = False,
     owner_id: int | None = None,
+    mcp_caller: Callable[[], Caller] | None = None,
 ) -> CallOutcome:
     """Run one call as an `execute_tool` span (GenAI conventions): the tool, its MCP server, the outcome; its
-    arguments and result only with TOOLHUB_TRACE_CONTENT."""
+    arguments and result only with TOOLHUB_TRACE_CONTENT. An MCP tool is called for `mcp_caller()` when given
+    (asked only then: a turn's caller costs queries), else for the caller already set (catalog.mcp_client.callers)."""
     with tracer().start_as_current_span(f"execute_tool {call.name}", record_exception=False,
                                         set_status_on_exception=False) as span:  # fmt: skip
         if not span.is_recording():
             return _execute(call, bundle, emit=emit, max_result_tokens=max_result_tokens, approved=approved,
-                            owner_id=owner_id)  # fmt: skip
+                            owner_id=owner_id, mcp_caller=mcp_caller)  # fmt: skip
         route = mcp_route(call.name) if bundle.holds(call.name) else None
         span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
                              "gen_ai.tool.call.id": call.id,
@@ -112,7 +117,7 @@ def execute(
             span.set_attribute("gen_ai.tool.call.arguments", call.arguments or "{}")
         try:
             outcome = _execute(call, bundle, emit=emit, max_result_tokens=max_result_tokens, approved=approved,
-                               owner_id=owner_id)  # fmt: skip
+                               owner_id=owner_id, mcp_caller=mcp_caller)  # fmt: skip
         except Exception as exc:
             span.set_attributes({"toolhub.tool.outcome": "error", "error.type": type(exc).__qualname__})
             span.set_status(StatusCode.ERROR, str(exc))
@@ -135,6 +140,7 @@ def _execute(
     max_result_tokens: int,
     approved: bool,
     owner_id: int | None,
+    mcp_caller: Callable[[], Caller] | None = None,
 ) -> CallOutcome:
     reason = refusal_reason(call.name, bundle)
     if reason:
@@ -164,7 +170,8 @@ def _execute(
         message = f"{call.name} runs on an MCP server that this toolhub is not connected to; it was not run."
         return CallOutcome(content=json.dumps({"error": message}), is_error=True)
     server, server_name = route
-    mcp_result = call_mcp_tool(server, server_name, arguments)
+    with calling_as(mcp_caller()) if mcp_caller is not None else contextlib.nullcontext():
+        mcp_result = call_mcp_tool(server, server_name, arguments)
     if mcp_result.is_error:  # a crash, timeout or protocol error, or the tool's own refusal: the user sees it too
         emit("tool_error", f"⚠ {call.name} failed: {mcp_result.content[:300]}", tool_name=call.name)
     text, _cut = truncate_result(mcp_content(mcp_result), max_result_tokens)

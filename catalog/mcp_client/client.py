@@ -1,4 +1,4 @@
-"""Talk to MCP servers: list their tools and call them, one connection per server per worker process.
+"""Talk to MCP servers: list their tools and call them, on connections each process keeps open.
 
 Sync callers (Celery tasks, management commands) use `call_tool`,
 `connect`, `list_tools` and `disconnect`; async callers use `acall_tool`. The SDK's ClientSession lives
@@ -18,7 +18,16 @@ subscriptions, catalog.mcp_client.resources.asubscribe) to those registered with
 `on_resource_updated`. Other notifications a server sends unasked (log messages,
 progress nobody requested, updates of resources nobody subscribed to, tool list
 changes) are logged once per kind and connection and otherwise ignored. A stdio server starts as
-catalog.mcp_client.stdio_process says: its own environment, directory and limits. Never touches the database.
+catalog.mcp_client.stdio_process says: its own environment, directory and limits.
+
+Whose connection a call goes through is the server's connection_scope and the call's Caller
+(catalog.mcp_client.callers.calling_as): the one shared connection per server and process, or one per user or per
+session. Listing, syncing and a caller without a user use the shared one. Per-user and per-session connections
+idle TOOLHUB_MCP_IDLE_SECONDS are closed, and at most TOOLHUB_MCP_MAX_CONNECTIONS of them are open per process.
+During a call, the server's elicitation/create and sampling/createMessage go to the call's Caller when it is the
+only call in flight on that connection (a request names no call of ours, as a log message does not), within the
+bounds callers.py sets; otherwise the server gets an error saying why. Never touches the database, and never shows
+a server's environment or headers (they hold its tokens) in a message or a log.
 """
 
 from __future__ import annotations
@@ -29,12 +38,13 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -46,7 +56,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
     REQUEST_TIMEOUT,
+    CreateMessageRequestParams,
+    ElicitRequestParams,
+    ErrorData,
     LoggingMessageNotification,
     PaginatedRequestParams,
     PromptListChangedNotification,
@@ -56,10 +72,12 @@ from mcp_types import (
 
 from catalog.models import McpServer
 
+from . import callers
+from .callers import Caller
 from .content import model_text, wire_block
 from .http_failures import HttpAnswers
 from .http_failures import describe as describe_http_failure
-from .stdio_process import stdio_parameters
+from .stdio_process import connection_dir, stdio_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -152,9 +170,10 @@ class Endpoint:
     transport: str
     command: str = ""
     args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # tokens: never in a repr
     url: str = ""
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    scope: str = McpServer.ConnectionScope.SHARED
 
     @classmethod
     def of(cls, server) -> Endpoint:
@@ -166,6 +185,7 @@ class Endpoint:
             env=tuple(sorted((str(k), str(v)) for k, v in (server.env or {}).items())),
             url=server.url or "",
             headers=tuple(sorted((str(k), str(v)) for k, v in (server.headers or {}).items())),
+            scope=server.connection_scope,
         )
 
 
@@ -213,14 +233,30 @@ class _WatchedReadStream:
         return None
 
 
-class _Connection:
-    """One session with one server. Lives on the loop thread; `_run` owns the transport from open to close."""
+@dataclass
+class _InFlight:
+    """One call in flight on a connection: who observes it, who it is for, until when it may ask its caller, and
+    what it asked so far."""
 
-    def __init__(self, endpoint: Endpoint):
+    observer: CallObserver | None
+    caller: Caller | None
+    deadline: float
+    samplings: int = 0
+    cut: str = ""  # why toolhub stopped the call (too many samplings); its task is then cancelled
+    task: asyncio.Task | None = None
+
+
+class _Connection:
+    """One session with one server, for `owner` (callers.connection_owner: "" for the shared one). Lives on the loop
+    thread; `_run` owns the transport from open to close."""
+
+    def __init__(self, endpoint: Endpoint, owner: str = ""):
         self.endpoint = endpoint
+        self.owner = owner
+        self.last_used = time.monotonic()
         self.session: ClientSession | None = None
         self.capabilities = None  # what the server said it offers in its handshake (ServerCapabilities)
-        self.calls: list[CallObserver | None] = []  # one entry per call in flight, its observer if any
+        self.calls: list[_InFlight] = []  # the calls in flight, from before their connection is ready
         self.failure = ""  # why the connection could not open or ended
         self.http_answers = HttpAnswers()  # the HTTP refusals a streamable HTTP server gave, to say why
         self._ready = asyncio.Event()
@@ -233,6 +269,10 @@ class _Connection:
 
     @property
     def label(self) -> str:
+        if self.owner.startswith("users/"):
+            return f"MCP server {self.endpoint.name!r} (user {self.owner.removeprefix('users/')}'s connection)"
+        if self.owner:
+            return f"MCP server {self.endpoint.name!r} (a session's connection)"
         return f"MCP server {self.endpoint.name!r}"
 
     @property
@@ -259,7 +299,7 @@ class _Connection:
         endpoint = self.endpoint
         if endpoint.transport == STDIO:
             params = stdio_parameters(name=endpoint.name, command=endpoint.command, args=endpoint.args,
-                                      env=dict(endpoint.env))  # fmt: skip
+                                      env=dict(endpoint.env), owner=self.owner)  # fmt: skip
             return stdio_client(params, errlog=self._stderr)
         if endpoint.transport == STREAMABLE_HTTP:
             return _http_transport(endpoint, timeout, self.http_answers)
@@ -270,7 +310,9 @@ class _Connection:
             async with contextlib.AsyncExitStack() as stack:
                 # Entering the transport only spawns the process (or prepares HTTP); the handshake is what waits.
                 read, write = await stack.enter_async_context(self._transport(timeout))
-                session = ClientSession(_WatchedReadStream(read, self.stop), write, message_handler=self._on_message)
+                session = ClientSession(_WatchedReadStream(read, self.stop), write, message_handler=self._on_message,
+                                        elicitation_callback=self._on_elicitation,
+                                        sampling_callback=self._on_sampling)  # fmt: skip
                 await stack.enter_async_context(session)
                 with anyio.fail_after(timeout):
                     initialized = await session.initialize()
@@ -289,6 +331,9 @@ class _Connection:
             if self._stderr is not None:
                 self._stderr_at_close = self.stderr_tail()
                 self._stderr.close()
+            if self.owner.startswith("sessions/") and self.endpoint.transport == STDIO:
+                # A session's directory lives as long as its connection; a user's stays for the next one.
+                shutil.rmtree(connection_dir(self.endpoint.name, self.owner), ignore_errors=True)
 
     async def _on_message(self, message) -> None:
         """What the server sent that answers no request: a list change or a log message someone listens to goes
@@ -310,8 +355,8 @@ class _Connection:
                     logger.exception("a listener of %s's resource updates failed", self.label)
             if wanted:
                 return
-        if isinstance(message, LoggingMessageNotification) and len(self.calls) == 1 and self.calls[0]:
-            observer = self.calls[0]
+        if isinstance(message, LoggingMessageNotification) and len(self.calls) == 1 and self.calls[0].observer:
+            observer = self.calls[0].observer
             if observer.on_log is not None:
                 params = message.params
                 observer.on_log(params.level, params.data, params.logger)
@@ -327,6 +372,60 @@ class _Connection:
         self.unsolicited[kind] = self.unsolicited.get(kind, 0) + 1
         if self.unsolicited[kind] == 1:
             logger.warning("%s sent %s; ignored (further ones are only counted).", self.label, detail)
+
+    def _only_call(self, asked: str) -> _InFlight | str:
+        """The call a server's request is for: the one call in flight, or why there is none to tell."""
+        if len(self.calls) == 1:
+            return self.calls[0]
+        if not self.calls:
+            return f"no tool call is in flight on this connection to ask {asked} for"
+        return f"{len(self.calls)} tool calls are in flight on this connection, and a request names none of them"
+
+    def _decline(self, code: int, asked: str, reason: str) -> ErrorData:
+        logger.warning("%s asked for %s; declined: %s.", self.label, asked, reason)
+        return ErrorData(code=code, message=f"toolhub declined the {asked}: {reason}.")
+
+    async def _relay(self, call: _InFlight, answer, asked: str):
+        """The caller's answer, within what remains of the call's time; an error the server reads otherwise."""
+        try:
+            return await asyncio.wait_for(answer, max(call.deadline - time.monotonic(), 0.1))
+        except TimeoutError:
+            return self._decline(REQUEST_TIMEOUT, asked, "the caller did not answer within the tool call's time")
+        except Exception as exc:
+            logger.warning("%s: relaying %s failed: %s", self.label, asked, type(exc).__name__)
+            return ErrorData(code=INTERNAL_ERROR, message=f"toolhub could not relay the {asked}: {type(exc).__name__}.")
+
+    async def _on_elicitation(self, context, params: ElicitRequestParams) -> Any:
+        asked = "elicitation"
+        call = self._only_call(asked)
+        if isinstance(call, str):
+            return self._decline(INVALID_REQUEST, asked, call)
+        problem = callers.elicitation_problem(params)
+        if problem:
+            return self._decline(INVALID_PARAMS, asked, f"it is malformed: {problem}")
+        if call.caller is None or call.caller.elicit is None:
+            return self._decline(INVALID_REQUEST, asked, call.caller.cannot_ask if call.caller else callers.NO_CALLER)
+        return await self._relay(call, call.caller.elicit(params), asked)
+
+    async def _on_sampling(self, context, params: CreateMessageRequestParams) -> Any:
+        asked = "sampling request"
+        call = self._only_call(asked)
+        if isinstance(call, str):
+            return self._decline(INVALID_REQUEST, asked, call)
+        limit = callers.sampling_per_call()
+        if call.samplings >= limit:
+            call.cut = (f"{self.label} asked for more than {limit} samplings during one tool call "
+                        "(TOOLHUB_MCP_SAMPLING_PER_CALL), so toolhub stopped the call")  # fmt: skip
+            if call.task is not None:
+                call.task.cancel()
+            return self._decline(INVALID_REQUEST, asked, f"a tool call may ask for {limit} samplings at most")
+        call.samplings += 1
+        if call.caller is None or call.caller.sample is None:
+            return self._decline(INVALID_REQUEST, asked, call.caller.cannot_ask if call.caller else callers.NO_CALLER)
+        most = callers.sampling_max_tokens()
+        if params.max_tokens > most:  # maxTokens is a maximum: a smaller one is within what the server asked
+            params = params.model_copy(update={"max_tokens": most})
+        return await self._relay(call, call.caller.sample(params), asked)
 
     def _describe_failure(self, exc: BaseException, timeout: float) -> str:
         if self.session is not None:
@@ -368,22 +467,58 @@ class _LoopThread:
 
     def __init__(self):
         self.loop = asyncio.new_event_loop()
-        self.connections: dict[str, _Connection] = {}  # by server name; touched only on the loop thread
+        # by (server name, owner: "" for the shared one); touched only on the loop thread
+        self.connections: dict[tuple[str, str], _Connection] = {}
         self.thread = threading.Thread(target=self.loop.run_forever, name="mcp-client", daemon=True)
         self.thread.start()
+        self.submit(self._close_idle_ones())
 
     def submit(self, coro) -> concurrent.futures.Future:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def connection(self, endpoint: Endpoint, timeout: float) -> _Connection:
-        current = self.connections.get(endpoint.name)
+    def connection(self, endpoint: Endpoint, timeout: float, owner: str = "") -> _Connection:
+        """The open connection to `endpoint` for `owner`, or a new one; raises McpServerUnavailable when a new
+        per-user or per-session one would pass TOOLHUB_MCP_MAX_CONNECTIONS and none is idle to close."""
+        key = (endpoint.name, owner)
+        current = self.connections.get(key)
         if current is not None and (current.endpoint != endpoint or current.dead):
             current.stop()  # its task closes the transport (and stops the process) on its own
+            del self.connections[key]
             current = None
         if current is None:
-            current = self.connections[endpoint.name] = _Connection(endpoint)
+            if owner:
+                self._make_room()
+            current = self.connections[key] = _Connection(endpoint, owner)
             current.start(timeout)
+        current.last_used = time.monotonic()
         return current
+
+    def owned(self) -> dict[tuple[str, str], _Connection]:
+        """The per-user and per-session connections."""
+        return {key: connection for key, connection in self.connections.items() if key[1]}
+
+    def _make_room(self) -> None:
+        owned, most = self.owned(), callers.max_connections()
+        idle = sorted((key for key, connection in owned.items() if not connection.calls),
+                      key=lambda key: owned[key].last_used)  # fmt: skip
+        excess = len(owned) - most + 1
+        if excess > len(idle):
+            raise McpServerUnavailable(
+                f"toolhub has {len(owned)} per-user and per-session MCP connections open in this process, all in "
+                f"use, the most TOOLHUB_MCP_MAX_CONNECTIONS allows; try again shortly."
+            )
+        for key in idle[: max(excess, 0)]:
+            self.connections.pop(key).stop()
+
+    async def _close_idle_ones(self) -> None:
+        """Forever: close the per-user and per-session connections unused for TOOLHUB_MCP_IDLE_SECONDS."""
+        while True:
+            idle = callers.idle_seconds()
+            await asyncio.sleep(min(max(idle / 4, 0.05), 1.0))  # a setting changed at run time applies within 1 s
+            now = time.monotonic()
+            for key, connection in self.owned().items():
+                if not connection.calls and now - connection.last_used > idle:
+                    self.connections.pop(key).stop()
 
 
 _loop_lock = threading.Lock()
@@ -410,27 +545,52 @@ def _progress_relay(observer: CallObserver | None):
 
 
 async def _call(
-    endpoint: Endpoint, name: str, arguments: dict, timeout: float, observer: CallObserver | None = None
+    endpoint: Endpoint,
+    name: str,
+    arguments: dict,
+    timeout: float,
+    observer: CallObserver | None = None,
+    caller: Caller | None = None,
 ) -> McpCallResult:
     deadline = time.monotonic() + timeout
-    connection = _loop_thread().connection(endpoint, timeout)
+    try:
+        connection = _loop_thread().connection(endpoint, timeout, callers.connection_owner(endpoint.scope, caller))
+    except McpServerUnavailable as exc:
+        return McpCallResult(f"{exc} {name} was not run.", is_error=True)
+    in_flight = _InFlight(observer, caller, deadline)
+    connection.calls.append(in_flight)  # from now on: not idle, so not closed under the call
+    try:
+        return await _call_on(connection, in_flight, name, arguments, timeout)
+    finally:
+        connection.calls.remove(in_flight)
+        connection.last_used = time.monotonic()
+
+
+async def _call_on(
+    connection: _Connection, in_flight: _InFlight, name: str, arguments: dict, timeout: float
+) -> McpCallResult:
     try:
         session = await connection.ready_session(timeout)
     except McpServerUnavailable as exc:
         return McpCallResult(f"{exc} {name} was not run.", is_error=True)
-    remaining = max(deadline - time.monotonic(), 0.5)
-    connection.calls.append(observer)
+    remaining = max(in_flight.deadline - time.monotonic(), 0.5)
+    observer = in_flight.observer
     try:
         call = session.call_tool(name, arguments, read_timeout_seconds=remaining,
                                  progress_callback=_progress_relay(observer))  # fmt: skip
-        result = await asyncio.wait_for(call, remaining + 1)
+        in_flight.task = asyncio.ensure_future(call)
+        result = await asyncio.wait_for(in_flight.task, remaining + 1)
+    except asyncio.CancelledError:
+        if not in_flight.cut:
+            raise
+        return McpCallResult(f"{in_flight.cut}; {name} may or may not have taken effect.", is_error=True)
     except (TimeoutError, MCPError) as exc:
         if isinstance(exc, TimeoutError) or exc.error.code == REQUEST_TIMEOUT:
             _in_background(_drop_if_unresponsive(connection, session))
             return McpCallResult(f"{connection.label} did not answer {name} within {timeout:g} s.", is_error=True)
         if exc.error.code == CONNECTION_CLOSED:
             connection.stop()
-            hint = "did its process crash?" if endpoint.transport == STDIO else "is the server down?"
+            hint = "did its process crash?" if connection.endpoint.transport == STDIO else "is the server down?"
             message = f"{connection.label} closed the connection while running {name} ({hint})."
             return McpCallResult(
                 message + " The call may or may not have taken effect." + connection.stderr_tail(), True
@@ -439,8 +599,6 @@ async def _call(
     except Exception as exc:  # a malformed answer: the server does not speak the protocol as expected
         logger.warning("%s answered %s with something unexpected", connection.label, name, exc_info=True)
         return McpCallResult(f"{connection.label} gave an invalid answer to {name}: {type(exc).__name__}: {exc}", True)
-    finally:
-        connection.calls.remove(observer)
     return McpCallResult.of(result)
 
 
@@ -527,7 +685,8 @@ def call_tool(server, name: str, arguments: dict) -> McpCallResult:
     if problem:
         return McpCallResult(f"{problem} {name} was not run.", is_error=True)
     timeout = mcp_timeout()
-    future = _loop_thread().submit(_call(Endpoint.of(server), name, arguments, timeout, _observer.get()))
+    call = _call(Endpoint.of(server), name, arguments, timeout, _observer.get(), callers.current_caller())
+    future = _loop_thread().submit(call)
     try:
         return future.result(timeout + _GRACE_SECONDS)
     except concurrent.futures.TimeoutError:
@@ -543,7 +702,8 @@ async def acall_tool(server, name: str, arguments: dict) -> McpCallResult:
     problem = _problem(server)
     if problem:
         return McpCallResult(f"{problem} {name} was not run.", is_error=True)
-    future = _loop_thread().submit(_call(Endpoint.of(server), name, arguments, mcp_timeout(), _observer.get()))
+    call = _call(Endpoint.of(server), name, arguments, mcp_timeout(), _observer.get(), callers.current_caller())
+    future = _loop_thread().submit(call)
     return await asyncio.wrap_future(future)
 
 
@@ -594,15 +754,16 @@ async def _close_all(thread: _LoopThread) -> None:
 
 
 async def _disconnect(thread: _LoopThread, name: str) -> None:
-    connection = thread.connections.pop(name, None)
-    if connection is not None:
+    connections = [thread.connections.pop(key) for key in list(thread.connections) if key[0] == name]
+    for connection in connections:
         connection.stop()
-        if connection.task is not None:
-            await asyncio.wait([connection.task], timeout=_GRACE_SECONDS)
+    tasks = [c.task for c in connections if c.task is not None]
+    if tasks:
+        await asyncio.wait(tasks, timeout=_GRACE_SECONDS)
 
 
 def disconnect(server) -> None:
-    """Close this process's connection to `server`, if any (a stdio server's process exits)."""
+    """Close this process's connections to `server`, shared or not, if any (a stdio server's processes exit)."""
     with _loop_lock:
         thread = _loop_state["thread"] if _loop_state["pid"] == os.getpid() else None
     if thread is not None:

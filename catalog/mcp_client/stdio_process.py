@@ -3,7 +3,9 @@
 A server gets only what its configuration gives it over a small fixed base (PATH; LANG; HOME, its own directory;
 PYTHONPATH to toolhub's directory when it runs on toolhub's own interpreter, as the demo server does): never the
 toolhub process's environment, which holds SECRET_KEY, DATABASE_URL, REDIS_URL and API keys. It runs in
-TOOLHUB_MCP_SERVERS_DIR/<server name>/ (created on first start), under the TOOLHUB_MCP_STDIO_* limits, which
+TOOLHUB_MCP_SERVERS_DIR/<server name>/ (created on first start), or, for a per-user or per-session connection
+(McpServer.connection_scope), in its own directory below that one (users/<user id>/, sessions/<digest>/), which
+`{home}` in its arguments and environment values names, under the TOOLHUB_MCP_STDIO_* limits, which
 catalog.mcp_client.launcher applies in the child before it runs the server's program. Never spawns anything itself:
 it returns the parameters the MCP SDK's stdio transport spawns with.
 """
@@ -32,6 +34,23 @@ def server_dir(name: str) -> Path:
     if not _DIRECTORY_NAME.fullmatch(name):
         raise ValueError(f"MCP server name {name!r} is not a slug, so it names no directory")
     path = Path(settings.TOOLHUB_MCP_SERVERS_DIR) / name
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+_OWNER = re.compile(r"(users|sessions)/[A-Za-z0-9_-]+")
+HOME_PLACEHOLDER = "{home}"
+
+
+def connection_dir(name: str, owner: str = "") -> Path:
+    """The directory of one connection's process: the server's own for a shared one, else `owner`'s below it
+    (`owner`: "users/<id>" or "sessions/<digest>", catalog.mcp_client.callers.connection_owner)."""
+    path = server_dir(name)
+    if not owner:
+        return path
+    if not _OWNER.fullmatch(owner):
+        raise ValueError(f"{owner!r} names no connection directory")
+    path = path / owner
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
 
@@ -67,11 +86,16 @@ def resolve(command: str, *, cwd: Path, path: str) -> str:
     return found
 
 
-def stdio_parameters(*, name: str, command: str, args: Iterable[str], env: Mapping[str, str]) -> StdioServerParameters:
-    """What the stdio transport spawns for server `name`: the launcher, which applies the limits, keeps exactly
-    `environment(...)` and runs `command args` in the server's own directory."""
-    home = server_dir(name)
-    child_env = environment(program=command, home=home, configured=env)
+def stdio_parameters(
+    *, name: str, command: str, args: Iterable[str], env: Mapping[str, str], owner: str = ""
+) -> StdioServerParameters:
+    """What the stdio transport spawns for server `name` (for `owner`, connection_dir): the launcher, which applies
+    the limits, keeps exactly `environment(...)` and runs `command args` in that directory, `{home}` in an argument
+    or environment value replaced with it."""
+    home = connection_dir(name, owner)
+    args = [arg.replace(HOME_PLACEHOLDER, str(home)) for arg in args]
+    configured = {key: value.replace(HOME_PLACEHOLDER, str(home)) for key, value in env.items()}
+    child_env = environment(program=command, home=home, configured=configured)
     program = resolve(command, cwd=home, path=child_env["PATH"])
     argv = launcher.command_line(program=program, args=args, limits=limits(), keep=child_env)
     # The transport adds some of toolhub's variables under child_env; the launcher drops all but child_env's.

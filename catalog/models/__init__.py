@@ -362,6 +362,13 @@ class McpServer(models.Model):
         OK = "ok", "OK"
         ERROR = "error", "error"
 
+    class ConnectionScope(models.TextChoices):
+        """Who shares a connection to the server (catalog.mcp_client.client): one process (and its state) each."""
+
+        SHARED = "shared", "shared: one connection per toolhub process, for every caller"
+        PER_USER = "per_user", "per user: each user's own connection (and, for stdio, process and directory)"
+        PER_SESSION = "per_session", "per session: one per /mcp session or conversation, closed when idle"
+
     class SyncPhase(models.TextChoices):
         """Where the latest sync is; the running phases are RUNNING_SYNC_PHASES."""
 
@@ -391,6 +398,14 @@ class McpServer(models.Model):
     url = models.URLField(max_length=500, blank=True, help_text="streamable HTTP: the endpoint, e.g. https://host/mcp.")
     headers = EncryptedJSONField(
         default=dict, blank=True, help_text="streamable HTTP: request headers, an object (encrypted)."
+    )
+    connection_scope = models.CharField(
+        max_length=16,
+        choices=ConnectionScope.choices,
+        default=ConnectionScope.PER_USER,
+        help_text="Servers that keep state for their caller (a memory, a browser, a login) need per user or per "
+        "session; stateless ones can be shared. In a per-user or per-session stdio server's arguments and "
+        "environment, {home} is that connection's own directory.",
     )
     enabled = models.BooleanField(default=True)
     tool_names = models.JSONField(default=list, blank=True, editable=False)

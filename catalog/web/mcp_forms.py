@@ -30,7 +30,18 @@ class McpServerForm(forms.ModelForm):
 
     class Meta:
         model = McpServer
-        fields = ["name", "prefix", "transport", "command", "args", "env", "url", "headers", "enabled"]
+        fields = [
+            "name",
+            "prefix",
+            "transport",
+            "command",
+            "args",
+            "env",
+            "url",
+            "headers",
+            "connection_scope",
+            "enabled",
+        ]
         field_classes = {"args": PrettyJSONField, "env": PrettyJSONField, "headers": PrettyJSONField}
         widgets = {
             "args": forms.Textarea(attrs={"rows": 3}),

@@ -8,7 +8,7 @@ server (tests/conformance/everything-server.ts, the suite's reference server,
 run with tsx), so that server is imported into toolhub as an MCP server over
 streamable HTTP and every such scenario goes through toolhub's gateway path:
 policy, naming, content passthrough, resources, prompts, subscriptions,
-progress and logging relays. The suite connects without credentials; a
+progress, logging, elicitation and sampling relays. The suite connects without credentials; a
 preload (tests/conformance/bearer.mjs) sends toolhub's API key with each of its
 requests, as any MCP client configured with a key does.
 
@@ -44,16 +44,7 @@ TSX = CONFORMANCE / "node_modules/tsx/dist/cli.mjs"
 
 # The scenarios that do not pass through toolhub: scenario -> ({check id: its status}, why). Any other check that
 # fails or warns fails the test, and so does one of these that passes (the list is stale then).
-NOT_OFFERED = (
-    "toolhub's connection to an MCP server is shared by all of toolhub's clients, so it cannot tell which client a "
-    "server's request is for; it offers the servers neither sampling nor elicitation (the fixture server then "
-    "answers that it is not supported)"
-)
 EXPECTED_NOT_PASSING = {
-    "tools-call-sampling": ({"tools-call-sampling": "FAILURE"}, f"sampling: {NOT_OFFERED}"),
-    "tools-call-elicitation": ({"tools-call-elicitation": "FAILURE"}, f"elicitation: {NOT_OFFERED}"),
-    "elicitation-sep1034-defaults": ({"elicitation-sep1034-general": "FAILURE"}, f"elicitation: {NOT_OFFERED}"),
-    "elicitation-sep1330-enums": ({"elicitation-sep1330-general": "FAILURE"}, f"elicitation: {NOT_OFFERED}"),
     "server-sse-polling": (
         {"server-sse-priming-event": "WARNING", "server-sse-retry-field": "WARNING"},
         "warnings (SHOULDs of SEP-1699), not failures: toolhub's /mcp keeps no event store, so its SSE streams send "

@@ -72,7 +72,10 @@ def toolhub(tmp_path):
     assert EVERYTHING.exists(), "server-everything is not installed: run `make test-servers` (make test does)"
     load_demo_catalog()
     time_server = McpServer.objects.create(name="time", command=sys.executable, args=TIME_ARGS)
-    everything = McpServer.objects.create(name="everything", command="node", args=[str(EVERYTHING), "stdio"])
+    # Shared: its resources, prompts and subscriptions go through the shared connection, and a tool call
+    # (toggle-subscriber-updates) must reach the same process (docs/mcp.md, "Whose connection a call uses").
+    everything = McpServer.objects.create(name="everything", command="node", args=[str(EVERYTHING), "stdio"],
+                                          connection_scope=McpServer.ConnectionScope.SHARED)  # fmt: skip
     synced = {server.name: sync_server(server) for server in (time_server, everything)}
     assert all(result.ok for result in synced.values()), {name: r.error for name, r in synced.items()}
     for name in ["time__get_current_time", "convert_time", *EVERYTHING_CALLS]:

@@ -58,7 +58,14 @@ class BuiltinProvider:
     label = LABEL
 
     def stream(
-        self, messages: list[dict], tools: list[dict], *, hints: TurnHints, tool_choice=None, parallel_tool_calls=None
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        *,
+        hints: TurnHints,
+        tool_choice=None,
+        parallel_tool_calls=None,
+        max_tokens: int | None = None,  # its rule-based answers are short; a sampling caller cuts them itself
     ) -> Iterator[ModelChunk]:
         return traced(self._stream(messages, tools, hints=hints, tool_choice=tool_choice,
                                    parallel_tool_calls=parallel_tool_calls),

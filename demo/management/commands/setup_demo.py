@@ -76,6 +76,8 @@ class Command(BaseCommand):
                 "transport": McpServer.Transport.STDIO,
                 "command": sys.executable,
                 "args": ["-m", "demo.loyalty_mcp.server", "--db", str(settings.DATA_DIR / "loyalty-mcp.sqlite3")],
+                # Its state is one database every caller shares: one process per toolhub process is enough.
+                "connection_scope": McpServer.ConnectionScope.SHARED,
             },
         )
         result = sync_server(server)

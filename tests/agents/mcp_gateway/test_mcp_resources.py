@@ -30,7 +30,9 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
 def library_server(name: str, library: str | None = None) -> McpServer:
     args = ["-m", "tests.support.generated_mcp_server", "--tools", "1", "--library", library or name]
-    server = McpServer.objects.create(name=name, command=sys.executable, args=args)
+    # Shared: a tool call (gen_add_note) and the resource lists then see the same process's notes.
+    server = McpServer.objects.create(name=name, command=sys.executable, args=args,
+                                      connection_scope=McpServer.ConnectionScope.SHARED)  # fmt: skip
     assert sync_server(server).ok
     return server
 

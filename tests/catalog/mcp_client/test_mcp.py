@@ -258,7 +258,7 @@ def test_a_server_process_that_died_between_calls_is_started_again(tmp_path):
 
 def _connection_ended(name: str) -> bool:
     thread = mcp_client._loop_state["thread"]
-    connection = thread.connections.get(name) if thread is not None else None
+    connection = thread.connections.get((name, "")) if thread is not None else None
     return connection is None or connection.dead
 
 

@@ -169,7 +169,8 @@ def test_changing_the_prefix_on_the_page_renames_the_prefixed_tools_and_their_po
     example = ToolExample.objects.create(tool=tool, text="look up area one", approved=True)
     client.force_login(make_user(username="admin", role="admin"))
     form = {"name": "gen", "prefix": "area", "transport": "stdio", "command": server.command,
-            "args": json.dumps(server.args), "env": "{}", "headers": "{}", "url": "", "enabled": "on"}  # fmt: skip
+            "args": json.dumps(server.args), "env": "{}", "headers": "{}", "url": "", "enabled": "on",
+            "connection_scope": "per_user"}  # fmt: skip
 
     response = client.post(reverse("mcp-server-edit", args=["gen"]), form)
 
@@ -193,7 +194,8 @@ def test_a_prefix_that_would_clash_is_refused_on_the_field_and_nothing_is_rename
     sync_server(server)
     client.force_login(make_user(username="admin", role="admin"))
     form = {"name": "gen", "prefix": "other", "transport": "stdio", "command": server.command,
-            "args": json.dumps(server.args), "env": "{}", "headers": "{}", "url": "", "enabled": "on"}  # fmt: skip
+            "args": json.dumps(server.args), "env": "{}", "headers": "{}", "url": "", "enabled": "on",
+            "connection_scope": "per_user"}  # fmt: skip
 
     response = client.post(reverse("mcp-server-edit", args=["gen"]), form)
 

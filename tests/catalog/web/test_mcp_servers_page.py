@@ -131,22 +131,25 @@ def test_admin_adds_and_edits_a_server(client):
     response = client.post(
         reverse("mcp-server-add"),
         {"name": "remote", "transport": "streamable_http", "url": "http://127.0.0.1:9/mcp",
-         "headers": '{"Authorization": "Bearer abc"}', "args": "", "env": "", "enabled": "on"},
+         "headers": '{"Authorization": "Bearer abc"}', "args": "", "env": "", "enabled": "on",
+         "connection_scope": "per_user"},
     )  # fmt: skip
 
     assert response.status_code == 302 and response.url == reverse("mcp-server-detail", args=["remote"])
     server = McpServer.objects.get(name="remote")
     assert (server.headers, server.args, server.env, server.enabled) == ({"Authorization": "Bearer abc"}, [], {}, True)
+    assert "per session: one per /mcp session" in client.get(reverse("mcp-server-edit", args=["remote"])).text
 
     response = client.post(
         reverse("mcp-server-edit", args=["remote"]),
         {"name": "remote", "transport": "stdio", "command": sys.executable, "args": '["-m", "x"]', "env": "{}",
-         "headers": "{}", "url": ""},
+         "headers": "{}", "url": "", "connection_scope": "per_session"},
     )  # fmt: skip
 
     assert response.status_code == 302
     server.refresh_from_db()
     assert (server.transport, server.args, server.enabled) == ("stdio", ["-m", "x"], False)
+    assert server.connection_scope == McpServer.ConnectionScope.PER_SESSION
 
 
 # --- test connection ----------------------------------------------------------------------
