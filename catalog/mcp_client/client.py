@@ -54,6 +54,8 @@ from mcp_types import (
     ResourceUpdatedNotification,
 )
 
+from catalog.mcp_oauth.auth import UpstreamOAuth
+from catalog.mcp_oauth.grants import upstream_oauth
 from catalog.models import McpServer
 
 from .content import model_text, wire_block
@@ -155,6 +157,7 @@ class Endpoint:
     env: tuple[tuple[str, str], ...] = ()
     url: str = ""
     headers: tuple[tuple[str, str], ...] = ()
+    oauth: UpstreamOAuth | None = None  # a server that needs OAuth: where its tokens are (catalog.mcp_oauth)
 
     @classmethod
     def of(cls, server) -> Endpoint:
@@ -166,6 +169,7 @@ class Endpoint:
             env=tuple(sorted((str(k), str(v)) for k, v in (server.env or {}).items())),
             url=server.url or "",
             headers=tuple(sorted((str(k), str(v)) for k, v in (server.headers or {}).items())),
+            oauth=upstream_oauth(server),
         )
 
 
@@ -338,7 +342,8 @@ class _Connection:
         if self.endpoint.transport == STREAMABLE_HTTP:
             sends_authorization = any(name.lower() == "authorization" for name, _ in self.endpoint.headers)
             explained = describe_http_failure(self.label, self.endpoint.url, self.http_answers,
-                                              sends_authorization=sends_authorization, exc=exc)  # fmt: skip
+                                              sends_authorization=sends_authorization, exc=exc,
+                                              oauth=self.endpoint.oauth is not None)  # fmt: skip
             if explained:
                 return explained
         if isinstance(exc, MCPError) and exc.error.code == CONNECTION_CLOSED:
@@ -357,8 +362,9 @@ class _Connection:
 
 @contextlib.asynccontextmanager
 async def _http_transport(endpoint: Endpoint, timeout: float, answers: HttpAnswers):
+    auth = endpoint.oauth.http_auth(endpoint.url) if endpoint.oauth is not None else None
     client = httpx2.AsyncClient(headers=dict(endpoint.headers), timeout=httpx2.Timeout(timeout, read=300),
-                                event_hooks={"response": [answers.hook]})  # fmt: skip
+                                event_hooks={"response": [answers.hook]}, auth=auth)  # fmt: skip
     async with client, streamable_http_client(endpoint.url, http_client=client) as streams:
         yield streams
 
