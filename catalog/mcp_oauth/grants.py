@@ -37,12 +37,13 @@ def _when(timestamp: float | None) -> datetime.datetime | None:
 
 
 def save_grant(server: McpServer, grant: Grant, *, user=None, connected_by=None) -> McpOAuthGrant:
-    """Store `grant` as `user`'s (None: toolhub's own) on `server`, replacing an earlier one; keep the client."""
+    """Store `grant` as `user`'s (None: toolhub's own) on `server`, replacing an earlier one, and the client it
+    was made with on the server (a registered one is reused by the next connect)."""
     now = timezone.now()
-    if not server.oauth_client_id:
-        client = grant.client.model_dump(mode="json", exclude_none=True)
-        server.oauth_client = client  # type: ignore[assignment]  # an EncryptedJSONField holds JSON
-        McpServer.objects.filter(pk=server.pk).update(oauth_client=client)  # no other field changes
+    # The client as used (registered, or the pre-registered one with its auth method): refreshes present it.
+    client = grant.client.model_dump(mode="json", exclude_none=True)
+    server.oauth_client = client  # type: ignore[assignment]  # an EncryptedJSONField holds JSON
+    McpServer.objects.filter(pk=server.pk).update(oauth_client=client)  # no other field changes
     row, _ = McpOAuthGrant.objects.update_or_create(  # type: ignore[misc]  # tokens: an EncryptedJSONField
         server=server,
         user=user,
