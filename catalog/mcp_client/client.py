@@ -280,6 +280,7 @@ class _Connection:
                     initialized = await session.initialize()
                 self.capabilities = initialized.capabilities
                 self.session = session
+                self.http_answers.refusals.clear()  # from here on, a refusal is an open session's (refused_request)
                 self._ready.set()
                 await self._stop.wait()
         except Exception as exc:
@@ -349,6 +350,14 @@ class _Connection:
         if isinstance(exc, MCPError) and exc.error.code == CONNECTION_CLOSED:
             return f"{self.label} closed the connection while starting (did its process exit?).{self.stderr_tail()}"
         return f"{self.label} could not be connected: {type(exc).__name__}: {exc}.{self.stderr_tail()}"
+
+    def refused_request(self) -> str:
+        """Why the server refused a request of the open session (an OAuth token refused or short of a scope), or
+        "": the SDK reports such a refusal as a closed connection."""
+        if self.session is None or not self.http_answers.refusals:
+            return ""
+        return describe_http_failure(self.label, self.endpoint.url, self.http_answers, sends_authorization=False,
+                                     exc=Exception(), oauth=self.endpoint.oauth is not None)  # fmt: skip
 
     async def ready_session(self, timeout: float) -> ClientSession:
         try:
@@ -435,7 +444,10 @@ async def _call(
             _in_background(_drop_if_unresponsive(connection, session))
             return McpCallResult(f"{connection.label} did not answer {name} within {timeout:g} s.", is_error=True)
         if exc.error.code == CONNECTION_CLOSED:
+            refused = connection.refused_request()
             connection.stop()
+            if refused:
+                return McpCallResult(f"{refused} {name} was not run.", is_error=True)
             hint = "did its process crash?" if endpoint.transport == STDIO else "is the server down?"
             message = f"{connection.label} closed the connection while running {name} ({hint})."
             return McpCallResult(
@@ -506,8 +518,11 @@ async def _list(endpoint: Endpoint, timeout: float, limit: int) -> list[dict]:
     except McpServerUnavailable:
         raise
     except MCPError as exc:
+        refused = connection.refused_request() if exc.error.code == CONNECTION_CLOSED else ""
         if exc.error.code == CONNECTION_CLOSED:
             connection.stop()
+        if refused:
+            raise McpServerUnavailable(refused) from None
         raise McpServerUnavailable(f"{connection.label} could not list its tools: {exc.error.message}.") from None
     except Exception as exc:  # a malformed listing
         message = f"{connection.label} gave an invalid tool list: {type(exc).__name__}: {exc}"

@@ -44,7 +44,7 @@ def _failed(request, server: McpServer, problem: Exception):
 @require_POST
 @login_required
 def connect(request, name):
-    """Start connecting: client credentials at once, or send the browser to the authorization server."""
+    """Start connecting: client credentials at once, or send the browser on to the authorization server."""
     server = get_object_or_404(McpServer, name=name)
     if not server.oauth or server.transport != McpServer.Transport.STREAMABLE_HTTP:
         raise PermissionDenied
@@ -66,7 +66,13 @@ def connect(request, name):
     kept = dict(list(request.session.get(PENDING, {}).items())[-(MAX_PENDING - 1) :])
     kept[pending.state] = {"server": server.pk, "user": account.pk if account else None} | pending.as_json()
     request.session[PENDING] = kept
-    return redirect(pending.authorize_url)
+    # A page that moves on by itself rather than a redirect: the page's form-action (CSP) holds a form's redirect
+    # to another origin, and the authorization server's origin is known only now.
+    context = {"server": server, "authorize_url": pending.authorize_url,
+               "issuer": pending.authorization_server.get("issuer", "")}  # fmt: skip
+    response = render(request, "catalog/mcp_oauth_redirect.html", context)
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @require_GET

@@ -180,3 +180,18 @@ def test_no_upstream_token_reaches_a_log_line_or_a_message(upstream, caplog):
     assert len(secrets) >= 4
     text = caplog.text + failed.content
     assert not [token for token in secrets if token in text]
+
+
+def test_a_refusal_on_an_open_connection_is_named_too(upstream):
+    grant = connect(upstream)
+    ep = endpoint(upstream, MemoryGrantStore("MCP server 'up'", stored(grant)))
+    thread = mcp._loop_thread()
+    try:
+        assert [tool["name"] for tool in thread.submit(mcp._list(ep, 10, 100)).result(30)] == ["echo"]
+        upstream.behaviour.required_scope = "admin"  # the session stays open; its next request is refused
+        result = thread.submit(mcp._call(ep, "echo", {"text": "hi"}, 10)).result(30)
+    finally:
+        thread.submit(mcp._disconnect(thread, ep.name)).result(30)
+    assert result.is_error
+    assert "lacks the scope admin: add it to the server's OAuth scopes" in result.content
+    assert result.content.endswith("echo was not run.")

@@ -8,6 +8,7 @@ import httpx2
 import pytest
 from django.db import connection
 from django.utils import timezone
+from django.utils.html import escape
 
 from catalog.mcp_client.client import call_tool, disconnect, list_tools
 from catalog.models import McpOAuthGrant, McpServer
@@ -33,8 +34,10 @@ def oauth_server(upstream, mode=McpServer.OAuth.SERVICE_BROWSER, **fields) -> Mc
 def connect_in_browser(client, server: McpServer):
     """Press Connect, let the authorization server approve, and follow its redirect back to toolhub."""
     started = client.post(f"/mcp-servers/{server.name}/oauth/connect/")
-    assert started.status_code == 302 and started.url.startswith(f"{server.url.removesuffix('/mcp')}/authorize?")
-    approved = httpx2.get(started.url)
+    authorize_url = started.context["authorize_url"]
+    assert started.status_code == 200 and authorize_url.startswith(f"{server.url.removesuffix('/mcp')}/authorize?")
+    assert f'<meta http-equiv="refresh" content="0;url={escape(authorize_url)}">' in started.text
+    approved = httpx2.get(authorize_url)
     back = urlsplit(approved.headers["location"])
     assert back.path == "/mcp-servers/-/oauth-callback/"
     return client.get(f"{back.path}?{back.query}")
@@ -155,7 +158,7 @@ def test_a_callback_from_another_users_session_is_refused(client, upstream):
     server = oauth_server(upstream)
     client.force_login(make_user("admin", role="admin"))
     started = client.post(f"/mcp-servers/{server.name}/oauth/connect/")
-    back = urlsplit(httpx2.get(started.url).headers["location"])
+    back = urlsplit(httpx2.get(started.context["authorize_url"]).headers["location"])
     client.force_login(make_user("admin2", role="admin"))  # a new session: the pending authorization is not in it
     assert client.get(f"{back.path}?{back.query}").status_code == 400
     assert not McpOAuthGrant.objects.exists()
