@@ -371,9 +371,11 @@ class _Connection:
 
 @contextlib.asynccontextmanager
 async def _http_transport(endpoint: Endpoint, timeout: float, answers: HttpAnswers):
-    auth = endpoint.oauth.http_auth(endpoint.url) if endpoint.oauth is not None else None
+    oauth = endpoint.oauth
     client = httpx2.AsyncClient(headers=dict(endpoint.headers), timeout=httpx2.Timeout(timeout, read=300),
-                                event_hooks={"response": [answers.hook]}, auth=auth)  # fmt: skip
+                                event_hooks={"response": [answers.hook]},
+                                auth=oauth.http_auth(endpoint.url) if oauth else None,
+                                transport=oauth.http_transport(endpoint.url) if oauth else None)  # fmt: skip
     async with client, streamable_http_client(endpoint.url, http_client=client) as streams:
         yield streams
 

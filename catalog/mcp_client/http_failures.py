@@ -14,6 +14,7 @@ import ssl
 from dataclasses import dataclass, field
 
 from catalog.mcp_oauth.auth import NeedsConnecting
+from catalog.mcp_oauth.http import TooLarge
 
 _CHALLENGE_CHARS = 300
 
@@ -103,7 +104,8 @@ def _oauth_refusal(label: str, url: str, refusal: Refusal, cause: BaseException)
         return f"{answered}{challenge}. toolhub's OAuth token was accepted but may not use this endpoint."
     if isinstance(cause, NeedsConnecting):
         return f"{cause} ({url} answered {refusal.status}{challenge})"
-    return f"{answered}{challenge}. This server needs OAuth: connect it (again) on its page."
+    why = f" Signing in again failed: {cause}" if isinstance(cause, TooLarge) else ""
+    return f"{answered}{challenge}. This server needs OAuth: connect it (again) on its page.{why}"
 
 
 def _root(exc: BaseException) -> BaseException:

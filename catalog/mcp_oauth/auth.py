@@ -23,6 +23,8 @@ from mcp.shared.auth import (
 )
 from mcp.shared.auth_utils import calculate_token_expiry
 
+from .http import BoundedOAuthTransport
+
 EXPIRY_MARGIN_SECONDS = 30  # refresh this long before the token expires, so a call never carries a dying token
 
 
@@ -58,6 +60,10 @@ class UpstreamOAuth:
 
     def http_auth(self, server_url: str) -> StoredGrantAuth:
         return StoredGrantAuth(server_url, self.store)
+
+    def http_transport(self, server_url: str) -> BoundedOAuthTransport:
+        """The transport for the connection: what the SDK's OAuth provider reads besides MCP is bounded."""
+        return BoundedOAuthTransport(server_url)
 
 
 class _StoreAsTokenStorage:

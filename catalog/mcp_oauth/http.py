@@ -65,3 +65,45 @@ def send(client: httpx2.Client, request: httpx2.Request, *, what: str, deadline_
     finally:
         response.close()
     return Answer(url, response.status_code, response.headers, bytes(body))
+
+
+class TooLarge(httpx2.HTTPError):
+    """An answer past the limit, while the SDK reads it (its message names the URL)."""
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, url: str, limit: int):
+        self.inner, self.url, self.limit = inner, url, limit
+
+    async def __aiter__(self):
+        size = 0
+        async for chunk in self.inner:
+            size += len(chunk)
+            if size > self.limit:
+                raise TooLarge(f"The answer of {self.url} is larger than the {self.limit:,} bytes toolhub reads.")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class BoundedOAuthTransport(httpx2.AsyncBaseTransport):
+    """A connection's transport that reads at most `limit` bytes of any answer but the MCP endpoint's own: what the
+    SDK's OAuth provider fetches at run time (metadata after a 401, token refreshes) stays bounded like `send`."""
+
+    def __init__(self, mcp_url: str, limit: int = MAX_DOCUMENT_BYTES):
+        self.mcp_url = httpx2.URL(mcp_url)
+        self.limit = limit
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.url.copy_with(query=None) == self.mcp_url.copy_with(query=None):
+            return response
+        stream = response.stream
+        assert isinstance(stream, httpx2.AsyncByteStream)
+        response.stream = _CappedStream(stream, str(request.url), self.limit)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -195,3 +195,13 @@ def test_a_refusal_on_an_open_connection_is_named_too(upstream):
     assert result.is_error
     assert "lacks the scope admin: add it to the server's OAuth scopes" in result.content
     assert result.content.endswith("echo was not run.")
+
+
+def test_what_the_sdk_fetches_after_a_refusal_is_bounded_too(upstream):
+    grant = connect(upstream)
+    upstream.access.clear()  # the next request is refused: the SDK rediscovers the metadata, now huge
+    upstream.behaviour.metadata_padding = 10 * 1024 * 1024
+    with pytest.raises(mcp.McpServerUnavailable) as refused:
+        list_tools(endpoint(upstream, MemoryGrantStore("MCP server 'up'", stored(grant))))
+    assert "connect it (again) on its page. Signing in again failed: The answer of" in str(refused.value)
+    assert f"is larger than the {MAX_DOCUMENT_BYTES:,} bytes toolhub reads" in str(refused.value)
