@@ -18,7 +18,8 @@ subscriptions, catalog.mcp_client.resources.asubscribe) to those registered with
 `on_resource_updated`. Other notifications a server sends unasked (log messages,
 progress nobody requested, updates of resources nobody subscribed to, tool list
 changes) are logged once per kind and connection and otherwise ignored. A stdio server starts as
-catalog.mcp_client.stdio_process says: its own environment, directory and limits. Never touches the database.
+catalog.mcp_client.stdio_process says: its own environment, directory and limits. Never touches the database
+itself: an OAuth server's tokens are read and refreshed through the store its Endpoint carries (catalog.mcp_oauth).
 """
 
 from __future__ import annotations

@@ -67,12 +67,16 @@ def is_local(host: str) -> bool:
         return False
 
 
+def _port(parts) -> int | None:
+    return parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+
+
 def check_endpoint(url: str | None, *, name: str, issuer: str) -> None:
     """`url` must be on the issuer's host, over https unless that host is this machine."""
     if not url:
         return
     parts, issuer_parts = urlsplit(str(url)), urlsplit(issuer)
-    if (parts.hostname or "") != (issuer_parts.hostname or "") or parts.port != issuer_parts.port:
+    if (parts.hostname or "") != (issuer_parts.hostname or "") or _port(parts) != _port(issuer_parts):
         raise OAuthProblem(
             f"The authorization server {issuer} names a {name} on another host ({url}); toolhub sends codes and "
             f"secrets only to the issuer's own host."

@@ -98,7 +98,8 @@ class DatabaseGrantStore:
         expired = row.expires_at is not None and row.expires_at.timestamp() - EXPIRY_MARGIN_SECONDS < time_now()
         if server.oauth == McpServer.OAuth.SERVICE_CLIENT_CREDENTIALS and expired and self.user_id is None:
             try:
-                row = save_grant(server, client_credentials(server.url, client_settings(server)))
+                grant = client_credentials(server.url, client_settings(server))
+                row = save_grant(server, grant, connected_by=row.connected_by)
             except OAuthProblem as exc:
                 logger.warning("%s: new client credentials tokens failed: %s", self.label, exc)
         client = _client_of(server)

@@ -12,6 +12,7 @@ import pytest
 from catalog.mcp_client import client as mcp
 from catalog.mcp_oauth import flow
 from catalog.mcp_oauth.auth import MemoryGrantStore, StoredGrant, UpstreamOAuth
+from catalog.mcp_oauth.discovery import check_endpoint
 from catalog.mcp_oauth.http import MAX_DOCUMENT_BYTES, OAuthProblem
 from tests.support.oauth_upstream import CLIENT_ID, CLIENT_SECRET
 
@@ -205,3 +206,12 @@ def test_what_the_sdk_fetches_after_a_refusal_is_bounded_too(upstream):
         list_tools(endpoint(upstream, MemoryGrantStore("MCP server 'up'", stored(grant))))
     assert "connect it (again) on its page. Signing in again failed: The answer of" in str(refused.value)
     assert f"is larger than the {MAX_DOCUMENT_BYTES:,} bytes toolhub reads" in str(refused.value)
+
+
+def test_an_endpoint_on_the_issuers_host_with_its_default_port_spelled_out_is_accepted():
+    check_endpoint("https://as.example:443/token", name="token_endpoint", issuer="https://as.example")
+    check_endpoint("http://localhost:8080/token", name="token_endpoint", issuer="http://localhost:8080/")
+    with pytest.raises(OAuthProblem, match="on another host"):
+        check_endpoint("https://as.example:8443/token", name="token_endpoint", issuer="https://as.example")
+    with pytest.raises(OAuthProblem, match="is not https"):
+        check_endpoint("http://as.example/token", name="token_endpoint", issuer="http://as.example")
