@@ -353,12 +353,17 @@ class _Connection:
         return f"{self.label} could not be connected: {type(exc).__name__}: {exc}.{self.stderr_tail()}"
 
     def refused_request(self) -> str:
-        """Why the server refused a request of the open session (an OAuth token refused or short of a scope), or
-        "": the SDK reports such a refusal as a closed connection."""
-        if self.session is None or not self.http_answers.refusals:
+        """Why the server refused a request of the open session since last asked (401 or 403: a token refused, or
+        short of a scope), or "": the SDK reports such a refusal as a closed connection or an error response."""
+        refusals = self.http_answers.refusals
+        if self.session is None or not refusals or refusals[-1].status not in (401, 403):
             return ""
-        return describe_http_failure(self.label, self.endpoint.url, self.http_answers, sends_authorization=False,
-                                     exc=Exception(), oauth=self.endpoint.oauth is not None)  # fmt: skip
+        sends_authorization = any(name.lower() == "authorization" for name, _ in self.endpoint.headers)
+        described = describe_http_failure(self.label, self.endpoint.url, self.http_answers, exc=Exception(),
+                                          sends_authorization=sends_authorization,
+                                          oauth=self.endpoint.oauth is not None)  # fmt: skip
+        self.http_answers.refusals.clear()
+        return described
 
     async def ready_session(self, timeout: float) -> ClientSession:
         try:
@@ -446,11 +451,12 @@ async def _call(
         if isinstance(exc, TimeoutError) or exc.error.code == REQUEST_TIMEOUT:
             _in_background(_drop_if_unresponsive(connection, session))
             return McpCallResult(f"{connection.label} did not answer {name} within {timeout:g} s.", is_error=True)
+        refused = connection.refused_request()
         if exc.error.code == CONNECTION_CLOSED:
-            refused = connection.refused_request()
             connection.stop()
-            if refused:
-                return McpCallResult(f"{refused} {name} was not run.", is_error=True)
+        if refused:
+            return McpCallResult(f"{refused} {name} was not run.", is_error=True)
+        if exc.error.code == CONNECTION_CLOSED:
             hint = "did its process crash?" if endpoint.transport == STDIO else "is the server down?"
             message = f"{connection.label} closed the connection while running {name} ({hint})."
             return McpCallResult(
@@ -521,7 +527,7 @@ async def _list(endpoint: Endpoint, timeout: float, limit: int) -> list[dict]:
     except McpServerUnavailable:
         raise
     except MCPError as exc:
-        refused = connection.refused_request() if exc.error.code == CONNECTION_CLOSED else ""
+        refused = connection.refused_request()
         if exc.error.code == CONNECTION_CLOSED:
             connection.stop()
         if refused:

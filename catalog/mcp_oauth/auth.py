@@ -1,20 +1,22 @@
 """The HTTP auth of a connection to an OAuth upstream: the MCP SDK's OAuthClientProvider over a store of tokens.
 
-The SDK attaches the access token, refreshes it when it expires (storing the new tokens through the store) and,
-on a 401 or a 403 for a missing scope, would start a new authorization; that needs a person at a browser, so here
-it raises NeedsConnecting instead and the caller says so ("connect it again on its page"). It never registers a
-client and never sends a request before a grant exists. A store is anything with `load` and `save_tokens`
+The SDK attaches the access token and refreshes it when it expires (storing the new tokens through the store). On
+a 401 or a 403 for a missing scope it would start a new authorization, which needs a person at a browser: here it
+refreshes the token instead (a token the server stopped accepting before its expiry; at most once a minute), and
+when that cannot be, raises NeedsConnecting and the caller says so ("connect it again on its page"). It never
+registers a client and never sends a request before a grant exists. A store is anything with `load` and `save_tokens`
 (catalog.mcp_oauth.grants keeps them in the database; tests and the conformance client keep them in memory).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+import httpx2
 from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import (
-    AuthorizationCodeResult,
     OAuthClientInformationFull,
     OAuthClientMetadata,
     OAuthMetadata,
@@ -26,6 +28,7 @@ from mcp.shared.auth_utils import calculate_token_expiry
 from .http import BoundedOAuthTransport
 
 EXPIRY_MARGIN_SECONDS = 30  # refresh this long before the token expires, so a call never carries a dying token
+REFUSAL_REFRESH_SECONDS = 60  # at most one refresh a minute for a token the server refused before its expiry
 
 
 class NeedsConnecting(Exception):
@@ -94,9 +97,8 @@ class StoredGrantAuth(OAuthClientProvider):
             server_url=server_url,
             client_metadata=OAuthClientMetadata(redirect_uris=["http://localhost/unused"]),  # type: ignore[list-item]
             storage=_StoreAsTokenStorage(store),
-            redirect_handler=self._cannot_redirect,
-            callback_handler=self._cannot_wait,
         )
+        self._refused_refresh_at = -float(REFUSAL_REFRESH_SECONDS)  # monotonic: when a refused token was refreshed
 
     async def _initialize(self) -> None:
         """The stored grant with its expiry and metadata (the SDK's own loads tokens only, and refreshes against
@@ -116,11 +118,20 @@ class StoredGrantAuth(OAuthClientProvider):
             context.auth_server_url = str(grant.resource_metadata.authorization_servers[0])
         self._initialized = True
 
-    async def _cannot_redirect(self, authorization_url: str) -> None:
-        raise self._needs_a_person()
+    async def _perform_authorization(self) -> httpx2.Request:
+        """What the SDK asks for after a refusal: a refresh of the refused token, not a browser's authorization."""
+        tokens = self.context.current_tokens
+        if tokens is None or not tokens.refresh_token or not self.context.client_info:
+            raise self._needs_a_person()
+        if time.monotonic() - self._refused_refresh_at < REFUSAL_REFRESH_SECONDS:
+            raise self._needs_a_person()  # refreshed a moment ago and refused again: a new token will not do
+        self._refused_refresh_at = time.monotonic()
+        return await self._refresh_token()
 
-    async def _cannot_wait(self) -> AuthorizationCodeResult:
-        raise self._needs_a_person()
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        """The answer to `_perform_authorization`'s refresh (this provider never exchanges a code)."""
+        if not await self._handle_refresh_response(response):
+            raise self._needs_a_person()
 
     def _needs_a_person(self) -> NeedsConnecting:
         return NeedsConnecting(

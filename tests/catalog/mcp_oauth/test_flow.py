@@ -215,3 +215,17 @@ def test_an_endpoint_on_the_issuers_host_with_its_default_port_spelled_out_is_ac
         check_endpoint("https://as.example:8443/token", name="token_endpoint", issuer="https://as.example")
     with pytest.raises(OAuthProblem, match="is not https"):
         check_endpoint("http://as.example/token", name="token_endpoint", issuer="http://as.example")
+
+
+def test_a_token_refused_before_its_expiry_is_refreshed_once(upstream):
+    grant = connect(upstream)
+    store = MemoryGrantStore("MCP server 'up'", stored(grant))
+    upstream.access.clear()  # the server stopped accepting it (restarted, revoked): still valid by its expiry
+    assert call(endpoint(upstream, store), "hi").content == "echo: hi"
+    assert upstream.grants == ["authorization_code", "refresh_token"]
+    assert store.grant.tokens.access_token in upstream.access
+
+    upstream.behaviour.required_scope = "admin"  # refused again and again: one refresh, then it says why
+    result = call(endpoint(upstream, store), "hi")
+    assert result.is_error and "lacks the scope admin" in result.content
+    assert upstream.grants == ["authorization_code", "refresh_token", "refresh_token"]
