@@ -138,14 +138,19 @@ def time_now() -> float:
     return timezone.now().timestamp()
 
 
-def upstream_oauth(server: McpServer) -> UpstreamOAuth | None:
-    """What a connection to `server` carries for OAuth: toolhub's own grant for a service-account server; None for
-    a server without OAuth. A per-user server's calls need the calling user's grant, which a connection shared by
-    every user cannot carry: its store finds none and says so."""
+def upstream_oauth(server: McpServer, user=None) -> UpstreamOAuth | None:
+    """What a connection to `server` carries for OAuth (no query: its store reads when the connection opens):
+    toolhub's own grant on a service-account server; on a per-user server, `user`'s grant, for a connection of that
+    user's own. None for a server without OAuth. Connections are still one per server and process, shared by every
+    user (catalog.mcp_client.client passes no user), so a per-user server's shared connection finds no grant and
+    says so."""
     if not server.oauth or server.transport != McpServer.Transport.STREAMABLE_HTTP:
         return None
     if server.oauth in SERVICE_MODES:
         return UpstreamOAuth(key=f"{server.pk}:toolhub", store=DatabaseGrantStore(server.pk, server.name))
+    if user is not None:
+        store = DatabaseGrantStore(server.pk, server.name, user.pk)
+        return UpstreamOAuth(key=f"{server.pk}:user:{user.pk}", store=store)
     return UpstreamOAuth(key=f"{server.pk}:per-user", store=_PerUserUnsupported(server.name))
 
 

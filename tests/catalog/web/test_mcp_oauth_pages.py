@@ -10,7 +10,16 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.html import escape
 
-from catalog.mcp_client.client import call_tool, disconnect, list_tools
+from catalog.mcp_client.client import (
+    Endpoint,
+    McpServerUnavailable,
+    _list,
+    _loop_thread,
+    call_tool,
+    disconnect,
+    list_tools,
+)
+from catalog.mcp_oauth.grants import upstream_oauth
 from catalog.models import McpOAuthGrant, McpServer
 from tests.support.builders import make_user
 from tests.support.oauth_upstream import CLIENT_ID, CLIENT_SECRET, start_upstream
@@ -150,8 +159,25 @@ def test_on_a_per_user_server_each_user_connects_their_own_account(client, upstr
     assert McpOAuthGrant.objects.get().user == operator
     page = client.get("/mcp-servers/up/").text
     assert "Your account is connected" in page and "1 user connected" in page
-    client.force_login(make_user("other", role="operator"))
+    other = make_user("other", role="operator")
+    client.force_login(other)
     assert "Your account is not connected." in client.get("/mcp-servers/up/").text
+
+    # A connection of the operator's own carries their token; the connection shared by every user says it cannot.
+    own = Endpoint(name="up", transport=server.transport, url=server.url, oauth=upstream_oauth(server, operator))
+    thread = _loop_thread()
+    try:
+        assert [tool["name"] for tool in thread.submit(_list(own, 10, 100)).result(30)] == ["echo"]
+        assert upstream.mcp_authorizations[-1] == f"Bearer {McpOAuthGrant.objects.get().tokens['access_token']}"
+    finally:
+        disconnect(server)
+    shared = call_tool(server, "echo", {"text": "hi"})
+    disconnect(server)
+    assert shared.is_error and "calls cannot carry a user's token yet" in shared.content
+    with pytest.raises(McpServerUnavailable, match="not connected: connect it on its page"):
+        thread.submit(_list(Endpoint(name="up", transport=server.transport, url=server.url,
+                                     oauth=upstream_oauth(server, other)), 10, 100)).result(30)  # fmt: skip
+    disconnect(server)
 
 
 def test_a_callback_from_another_users_session_is_refused(client, upstream):
