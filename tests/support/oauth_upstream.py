@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import secrets
 import threading
 import time
@@ -21,7 +22,7 @@ import uvicorn
 from mcp import types
 from mcp.server.lowlevel import Server
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.support.servers import free_port
@@ -33,6 +34,7 @@ CLIENT_ID, CLIENT_SECRET = "preregistered", "preregistered-secret"
 class Behaviour:
     access_seconds: int = 3600
     metadata_padding: int = 0  # bytes of padding in the authorization server metadata
+    stream_metadata: bool = False  # send it in chunks, without a Content-Length
     malformed_metadata: bool = False
     token_endpoint: str = ""  # another URL to name as the token endpoint
     required_scope: str = "tools"
@@ -95,6 +97,10 @@ class Upstream:
         }
         if self.behaviour.metadata_padding:
             metadata["padding"] = "x" * self.behaviour.metadata_padding
+        if self.behaviour.stream_metadata:
+            body = json.dumps(metadata).encode()
+            chunks = (body[start : start + 65536] for start in range(0, len(body), 65536))
+            return StreamingResponse(chunks, media_type="application/json")
         return JSONResponse(metadata)
 
     async def register(self, request: Request) -> Response:

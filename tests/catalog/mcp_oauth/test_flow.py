@@ -147,6 +147,13 @@ def test_huge_metadata_is_refused_unread(upstream):
         flow.begin_authorization(upstream.url, flow.ClientSettings(), REDIRECT)
 
 
+def test_huge_metadata_without_a_length_is_refused_once_the_limit_is_read(upstream):
+    upstream.behaviour.metadata_padding = 10 * 1024 * 1024
+    upstream.behaviour.stream_metadata = True
+    with pytest.raises(OAuthProblem, match=f"is larger than the {MAX_DOCUMENT_BYTES:,} bytes toolhub reads; refused"):
+        flow.begin_authorization(upstream.url, flow.ClientSettings(), REDIRECT)
+
+
 def test_malformed_metadata_is_named(upstream):
     upstream.behaviour.malformed_metadata = True
     with pytest.raises(OAuthProblem, match=r"Authorization server metadata at http://127\.0\.0\.1:\d+/\.well-known/"
