@@ -100,6 +100,16 @@ class StoredGrantAuth(OAuthClientProvider):
         )
         self._refused_refresh_at = -float(REFUSAL_REFRESH_SECONDS)  # monotonic: when a refused token was refreshed
 
+    @property  # type: ignore[override]
+    def _initialized(self) -> bool:
+        """Whether the SDK may use the tokens it holds: not once they expired with no refresh token; then the store
+        is read again (client credentials ask for new tokens there, and someone may have connected again)."""
+        return self._loaded and (self.context.is_token_valid() or self.context.can_refresh_token())
+
+    @_initialized.setter
+    def _initialized(self, loaded: bool) -> None:
+        self._loaded = loaded
+
     async def _initialize(self) -> None:
         """The stored grant with its expiry and metadata (the SDK's own loads tokens only, and refreshes against
         the server's origin without metadata)."""

@@ -40,6 +40,7 @@ class Behaviour:
     required_scope: str = "tools"
     refuse_refresh: bool = False
     resource: str = ""  # another resource to name in the protected resource metadata
+    refresh_tokens: bool = True  # whether token answers carry a refresh token
 
 
 @dataclass
@@ -65,8 +66,11 @@ class Upstream:
         token, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         self.access[token] = {"scope": scope, "expires": time.time() + self.behaviour.access_seconds}
         self.refresh[refresh] = {"scope": scope}
-        return {"access_token": token, "token_type": "Bearer", "expires_in": self.behaviour.access_seconds,
-                "refresh_token": refresh, "scope": scope}  # fmt: skip
+        answer = {"access_token": token, "token_type": "Bearer", "expires_in": self.behaviour.access_seconds,
+                  "refresh_token": refresh, "scope": scope}  # fmt: skip
+        if not self.behaviour.refresh_tokens:
+            del answer["refresh_token"], self.refresh[refresh]
+        return answer
 
     def challenge(self, error: str = "", scope: str | None = None) -> str:
         parts = [f'resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"',

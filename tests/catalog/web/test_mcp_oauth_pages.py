@@ -2,6 +2,7 @@
 tokens and their refresh, client credentials, per-user accounts, and what a failed connect shows."""
 
 import datetime
+import time
 from urllib.parse import urlsplit
 
 import httpx2
@@ -19,6 +20,7 @@ from catalog.mcp_client.client import (
     disconnect,
     list_tools,
 )
+from catalog.mcp_oauth.auth import EXPIRY_MARGIN_SECONDS
 from catalog.mcp_oauth.grants import upstream_oauth
 from catalog.models import McpOAuthGrant, McpServer
 from tests.support.builders import make_user
@@ -110,6 +112,22 @@ def test_client_credentials_connect_without_a_browser(client, upstream):
         upstream.access.clear()
         upstream.refresh.clear()  # no refresh either: client credentials ask again, no person needed
         assert call_tool(server, "echo", {"text": "again"}).content == "echo: again"
+    finally:
+        disconnect(server)
+    assert upstream.grants == ["client_credentials", "client_credentials"]
+
+
+def test_client_credentials_without_refresh_tokens_ask_again_on_an_open_connection(client, upstream):
+    server = oauth_server(upstream, McpServer.OAuth.SERVICE_CLIENT_CREDENTIALS, oauth_client_id=CLIENT_ID,
+                          oauth_client_secret=CLIENT_SECRET)  # fmt: skip
+    upstream.behaviour.refresh_tokens = False
+    upstream.behaviour.access_seconds = EXPIRY_MARGIN_SECONDS + 1  # toolhub counts it expired after a second
+    client.force_login(make_user("admin", role="admin"))
+    client.post("/mcp-servers/up/oauth/connect/")
+    try:
+        assert call_tool(server, "echo", {"text": "one"}).content == "echo: one"
+        time.sleep(1.5)
+        assert call_tool(server, "echo", {"text": "two"}).content == "echo: two"  # the same connection
     finally:
         disconnect(server)
     assert upstream.grants == ["client_credentials", "client_credentials"]
