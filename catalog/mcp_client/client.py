@@ -228,6 +228,7 @@ class _Connection:
         self.calls: list[CallObserver | None] = []  # one entry per call in flight, its observer if any
         self.failure = ""  # why the connection could not open or ended
         self.http_answers = HttpAnswers()  # the HTTP refusals a streamable HTTP server gave, to say why
+        self.refusals_seen = 0  # how many of them refused_request (or the handshake) accounted for
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._gone = False
@@ -281,7 +282,7 @@ class _Connection:
                     initialized = await session.initialize()
                 self.capabilities = initialized.capabilities
                 self.session = session
-                self.http_answers.refusals.clear()  # from here on, a refusal is an open session's (refused_request)
+                self.refusals_seen = len(self.http_answers.refusals)  # later ones are the open session's
                 self._ready.set()
                 await self._stop.wait()
         except Exception as exc:
@@ -356,13 +357,13 @@ class _Connection:
         """Why the server refused a request of the open session since last asked (401 or 403: a token refused, or
         short of a scope), or "": the SDK reports such a refusal as a closed connection or an error response."""
         refusals = self.http_answers.refusals
-        if self.session is None or not refusals or refusals[-1].status not in (401, 403):
+        if self.session is None or len(refusals) <= self.refusals_seen or refusals[-1].status not in (401, 403):
             return ""
         sends_authorization = any(name.lower() == "authorization" for name, _ in self.endpoint.headers)
         described = describe_http_failure(self.label, self.endpoint.url, self.http_answers, exc=Exception(),
                                           sends_authorization=sends_authorization,
                                           oauth=self.endpoint.oauth is not None)  # fmt: skip
-        self.http_answers.refusals.clear()
+        self.refusals_seen = len(refusals)
         return described
 
     async def ready_session(self, timeout: float) -> ClientSession:

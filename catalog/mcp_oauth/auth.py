@@ -1,16 +1,18 @@
 """The HTTP auth of a connection to an OAuth upstream: the MCP SDK's OAuthClientProvider over a store of tokens.
 
 The SDK attaches the access token and refreshes it when it expires (storing the new tokens through the store). On
-a 401 or a 403 for a missing scope it would start a new authorization, which needs a person at a browser: here it
-refreshes the token instead (a token the server stopped accepting before its expiry; at most once a minute), and
-when that cannot be, raises NeedsConnecting and the caller says so ("connect it again on its page"). It never
-registers a client and never sends a request before a grant exists. A store is anything with `load` and `save_tokens`
-(catalog.mcp_oauth.grants keeps them in the database; tests and the conformance client keep them in memory).
+a 401 or a 403 for a missing scope it would start a new authorization, which needs a person at a browser: here a
+401 refreshes the token instead (a token the server stopped accepting before its expiry; at most once a minute a
+connection), and when that cannot be, or for a 403, it raises NeedsConnecting and the caller says so ("connect it
+again on its page"). It never registers a client and never sends a request before a grant exists. A store is
+anything with `load` and `save_tokens` (catalog.mcp_oauth.grants keeps them in the database; tests and the
+conformance client keep them in memory).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -98,6 +100,7 @@ class StoredGrantAuth(OAuthClientProvider):
             client_metadata=OAuthClientMetadata(redirect_uris=["http://localhost/unused"]),  # type: ignore[list-item]
             storage=_StoreAsTokenStorage(store),
         )
+        self._refused_with = 0  # the status of the latest answer to a request the SDK was given
         self._refused_refresh_at = -float(REFUSAL_REFRESH_SECONDS)  # monotonic: when a refused token was refreshed
 
     @property  # type: ignore[override]
@@ -128,10 +131,24 @@ class StoredGrantAuth(OAuthClientProvider):
             context.auth_server_url = str(grant.resource_metadata.authorization_servers[0])
         self._initialized = True
 
+    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        """The SDK's flow, noting how the server answered the request itself (a 401 or a 403)."""
+        flow = super()._auth_flow(request)
+        response = None
+        try:
+            while True:
+                outgoing = await flow.asend(response)  # type: ignore[arg-type]
+                response = yield outgoing
+                if outgoing is request:
+                    self._refused_with = response.status_code
+        except StopAsyncIteration:
+            return
+
     async def _perform_authorization(self) -> httpx2.Request:
-        """What the SDK asks for after a refusal: a refresh of the refused token, not a browser's authorization."""
+        """What the SDK asks for after a refusal: for a 401, a refresh of the refused token, not a browser's
+        authorization; a 403 for a scope needs a person (a refresh keeps the scope)."""
         tokens = self.context.current_tokens
-        if tokens is None or not tokens.refresh_token or not self.context.client_info:
+        if self._refused_with != 401 or tokens is None or not tokens.refresh_token or not self.context.client_info:
             raise self._needs_a_person()
         if time.monotonic() - self._refused_refresh_at < REFUSAL_REFRESH_SECONDS:
             raise self._needs_a_person()  # refreshed a moment ago and refused again: a new token will not do

@@ -224,7 +224,7 @@ def test_an_endpoint_on_the_issuers_host_with_its_default_port_spelled_out_is_ac
         check_endpoint("http://as.example/token", name="token_endpoint", issuer="http://as.example")
 
 
-def test_a_token_refused_before_its_expiry_is_refreshed_once(upstream):
+def test_a_token_refused_before_its_expiry_is_refreshed(upstream):
     grant = connect(upstream)
     store = MemoryGrantStore("MCP server 'up'", stored(grant))
     upstream.access.clear()  # the server stopped accepting it (restarted, revoked): still valid by its expiry
@@ -232,7 +232,11 @@ def test_a_token_refused_before_its_expiry_is_refreshed_once(upstream):
     assert upstream.grants == ["authorization_code", "refresh_token"]
     assert store.grant.tokens.access_token in upstream.access
 
-    upstream.behaviour.required_scope = "admin"  # refused again and again: one refresh, then it says why
-    result = call(endpoint(upstream, store), "hi")
+
+
+def test_a_403_for_a_scope_is_not_answered_with_a_refresh(upstream):
+    grant = connect(upstream)
+    upstream.behaviour.required_scope = "admin"
+    result = call(endpoint(upstream, MemoryGrantStore("MCP server 'up'", stored(grant))), "hi")
     assert result.is_error and "lacks the scope admin" in result.content
-    assert upstream.grants == ["authorization_code", "refresh_token", "refresh_token"]
+    assert upstream.grants == ["authorization_code"]
