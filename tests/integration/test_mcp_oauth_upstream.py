@@ -7,7 +7,7 @@ run in this process."""
 import time
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from playwright.sync_api import expect, sync_playwright
 
 from catalog.mcp_oauth.auth import EXPIRY_MARGIN_SECONDS
@@ -81,3 +81,4 @@ def test_an_admin_connects_an_oauth_server_in_the_browser_and_the_worker_syncs_a
         page.click("button:has-text('Sync')")
         expect(progress).to_contain_text("lacks the scope admin", timeout=60_000)
         browser.close()
+        connections.close_all()  # the reads above, beside Playwright's loop, opened a connection of their own
