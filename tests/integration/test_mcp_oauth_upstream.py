@@ -1,8 +1,8 @@
 """An OAuth-protected upstream MCP server, end to end: an admin connects it in Chromium from its page on Daphne
 (the browser goes to the server's authorization server and comes back to toolhub's callback), a Celery worker
 syncs it with the stored token, and, once the token nears its expiry, syncs again on the same connection with a
-refreshed one; errors show on the page. The upstream and its authorization server (tests/support/oauth_upstream.py)
-run in this process."""
+refreshed one; errors (a refused scope, an endpoint on another host, huge metadata) show on the page. The upstream
+and its authorization server (tests/support/oauth_upstream.py) run in this process."""
 
 import time
 
@@ -80,5 +80,16 @@ def test_an_admin_connects_an_oauth_server_in_the_browser_and_the_worker_syncs_a
         page.reload()
         page.click("button:has-text('Sync')")
         expect(progress).to_contain_text("lacks the scope admin", timeout=60_000)
+
+        # Bad answers from the authorization server while connecting again: said on the page, nothing stored.
+        upstream.behaviour.token_endpoint = "https://elsewhere.example/token"
+        page.get_by_role("button", name="Connect again", exact=True).click()
+        expect(page.locator("body")).to_contain_text("Connecting guarded failed: The authorization server")
+        expect(page.locator("body")).to_contain_text("names a token_endpoint on another host")
+        upstream.behaviour.token_endpoint = ""
+        upstream.behaviour.metadata_padding = 10 * 1024 * 1024
+        page.get_by_role("button", name="Connect again", exact=True).click()
+        expect(page.locator("body")).to_contain_text("more than the 262,144 toolhub reads")
+        assert McpOAuthGrant.objects.get().tokens == grant.tokens
         browser.close()
         connections.close_all()  # the reads above, beside Playwright's loop, opened a connection of their own
