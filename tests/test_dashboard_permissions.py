@@ -47,9 +47,13 @@ WRITE_NAMES = {"policy-detail": ["get_weather"], "policy-simulate": ["get_weathe
 # decision; tests/test_permission_matrix.py who gets what from each): a viewer reads the first and is refused every
 # write of the others. `example` stands for the fixture's example's id.
 OTHER_READ_NAMES = {"mcp-servers": [], "mcp-server-detail": ["demo"], "mcp-server-progress": ["demo"]}
+# Where an upstream's authorization server sends the browser back: any signed-in user, answered only for an
+# authorization that user's session started (tests/catalog/web/test_mcp_oauth_pages.py).
+CALLBACK_NAMES = {"mcp-oauth-callback": []}
 OTHER_WRITE_NAMES = {"tool-example-add": ["get_weather"], "tool-example-edit": ["get_weather", "example"],
                      "tool-example-delete": ["get_weather", "example"], "mcp-server-add": [],
                      "mcp-server-edit": ["demo"], "mcp-server-test": ["demo"], "mcp-server-sync": ["demo"],
+                     "mcp-server-oauth-connect": ["demo"], "mcp-server-oauth-disconnect": ["demo"],
                      "policy-change-decide": ["get_weather", 1], "knowledge-bulk": [], "policy-review": []}  # fmt: skip
 POLICY_POST = {"status": "rejected", "operation": "read", "risk": "low", "domains": ["general"], "note": "deny",
                "base_version": "2", "replay": "5"}  # fmt: skip
@@ -160,7 +164,9 @@ def test_a_viewer_sees_the_overview_with_its_requests(client, data):
 def test_every_catalog_url_is_classified_as_read_or_write():
     """A new endpoint cannot be added without deciding which list (and so which test) it belongs to."""
     names = {pattern.name for pattern in catalog_urls.urlpatterns} | {"policy-simulate"}
-    assert names == set(READ_NAMES) | set(WRITE_NAMES) | set(OTHER_READ_NAMES) | set(OTHER_WRITE_NAMES)
+    assert names == set(READ_NAMES) | set(WRITE_NAMES) | set(OTHER_READ_NAMES) | set(OTHER_WRITE_NAMES) | set(
+        CALLBACK_NAMES
+    )
     assert sorted(reverse(name, args=args) for name, args in WRITE_NAMES.items()) == sorted(WRITES)
 
 
@@ -199,3 +205,12 @@ def test_viewer_gets_403_on_every_example_write_and_nothing_changes(client, othe
     for name in (name for name in OTHER_WRITE_NAMES if name.startswith("tool-example")):
         assert client.post(other_url(name, example), {"text": "changed", "approved": ""}).status_code == 403, name
     assert list(ToolExample.objects.values_list("text", "approved")) == [("is it raining", True)]
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator", "admin"])
+def test_the_oauth_callback_refuses_an_answer_this_session_did_not_ask_for(client, role):
+    client.force_login(make_user("someone", role=role))
+    url = reverse("mcp-oauth-callback", args=CALLBACK_NAMES["mcp-oauth-callback"])
+    response = client.get(url, {"state": "forged", "code": "stolen"})
+    assert response.status_code == 400 and "belongs to no authorization this browser started" in response.text
+    assert client.get(url).status_code == 400

@@ -150,6 +150,20 @@ RULES = {
         "/mcp-servers/demo/progress/",
         {"GET": needs("viewer", 200), "POST": needs("viewer", 200)},
     ),
+    # toolhub's own OAuth account on a server: admins connect it (an unreachable URL: the page says so, 302 to it)
+    "mcp-servers/<slug:name>/oauth/connect/": (
+        "/mcp-servers/oauthdemo/oauth/connect/",
+        {"GET": everyone(405), "POST": needs("admin", 302)},
+    ),
+    "mcp-servers/<slug:name>/oauth/disconnect/": (
+        "/mcp-servers/oauthdemo/oauth/disconnect/",
+        {"GET": everyone(405), "POST": needs("admin", 302)},
+    ),
+    # the authorization server's answer: the probe's state belongs to no authorization this session started
+    "mcp-servers/-/oauth-callback/": (
+        "/mcp-servers/-/oauth-callback/?state=unknown&code=x",
+        {"GET": signed_in(400), "POST": everyone(405)},
+    ),
     # agents
     "console/": ("/console/", {"GET": needs("viewer", 200), "POST": needs("operator", 400)}),
     "console/<int:conversation_id>/": (
@@ -283,6 +297,8 @@ def make_objects() -> dict:
                                     source="handbook", owner="team", last_reviewed=timezone.localdate())  # fmt: skip
     example = ToolExample.objects.create(tool=policy.tool, text="is it raining", text_key="k", approved=True)
     McpServer.objects.create(name="demo", command="/bin/false")
+    McpServer.objects.create(name="oauthdemo", transport=McpServer.Transport.STREAMABLE_HTTP,
+                             url="http://127.0.0.1:9/mcp", oauth=McpServer.OAuth.SERVICE_BROWSER)  # fmt: skip
     owner = make_user("owner", role="operator")
     conversation = Conversation.objects.create(owner=owner, title="a sum")
     turn = Turn.objects.create(conversation=conversation)

@@ -26,7 +26,8 @@ session. Listing, syncing and a caller without a user use the shared one. Per-us
 idle TOOLHUB_MCP_IDLE_SECONDS are closed, and at most TOOLHUB_MCP_MAX_CONNECTIONS of them are open per process.
 During a call, the server's elicitation/create and sampling/createMessage go to the call's Caller when it is the
 only call in flight on that connection (a request names no call of ours, as a log message does not), within the
-bounds callers.py sets; otherwise the server gets an error saying why. Never touches the database, and never shows
+bounds callers.py sets; otherwise the server gets an error saying why. Never touches the database itself (an OAuth
+server's tokens are read and refreshed through the store its Endpoint carries, catalog.mcp_oauth), and never shows
 a server's environment or headers (they hold its tokens) in a message or a log.
 """
 
@@ -70,6 +71,8 @@ from mcp_types import (
     ResourceUpdatedNotification,
 )
 
+from catalog.mcp_oauth.auth import UpstreamOAuth
+from catalog.mcp_oauth.grants import for_user, upstream_oauth
 from catalog.models import McpServer
 
 from . import callers
@@ -174,6 +177,7 @@ class Endpoint:
     url: str = ""
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     scope: str = McpServer.ConnectionScope.SHARED
+    oauth: UpstreamOAuth | None = field(default=None, repr=False)  # a server that needs OAuth: where its tokens are
 
     @classmethod
     def of(cls, server) -> Endpoint:
@@ -186,6 +190,7 @@ class Endpoint:
             url=server.url or "",
             headers=tuple(sorted((str(k), str(v)) for k, v in (server.headers or {}).items())),
             scope=server.connection_scope,
+            oauth=upstream_oauth(server),
         )
 
 
@@ -259,6 +264,7 @@ class _Connection:
         self.calls: list[_InFlight] = []  # the calls in flight, from before their connection is ready
         self.failure = ""  # why the connection could not open or ended
         self.http_answers = HttpAnswers()  # the HTTP refusals a streamable HTTP server gave, to say why
+        self.refusals_seen = 0  # how many of them refused_request (or the handshake) accounted for
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._gone = False
@@ -302,7 +308,10 @@ class _Connection:
                                       env=dict(endpoint.env), owner=self.owner)  # fmt: skip
             return stdio_client(params, errlog=self._stderr)
         if endpoint.transport == STREAMABLE_HTTP:
-            return _http_transport(endpoint, timeout, self.http_answers)
+            oauth = endpoint.oauth
+            if oauth is not None and self.owner.startswith("users/"):  # a per-user server's grant: this user's
+                oauth = for_user(oauth, int(self.owner.removeprefix("users/")))
+            return _http_transport(endpoint, timeout, self.http_answers, oauth)
         raise ValueError(f"unknown transport {endpoint.transport!r}")
 
     async def _run(self, timeout: float) -> None:
@@ -318,6 +327,7 @@ class _Connection:
                     initialized = await session.initialize()
                 self.capabilities = initialized.capabilities
                 self.session = session
+                self.refusals_seen = len(self.http_answers.refusals)  # later ones are the open session's
                 self._ready.set()
                 await self._stop.wait()
         except Exception as exc:
@@ -437,12 +447,26 @@ class _Connection:
         if self.endpoint.transport == STREAMABLE_HTTP:
             sends_authorization = any(name.lower() == "authorization" for name, _ in self.endpoint.headers)
             explained = describe_http_failure(self.label, self.endpoint.url, self.http_answers,
-                                              sends_authorization=sends_authorization, exc=exc)  # fmt: skip
+                                              sends_authorization=sends_authorization, exc=exc,
+                                              oauth=self.endpoint.oauth is not None)  # fmt: skip
             if explained:
                 return explained
         if isinstance(exc, MCPError) and exc.error.code == CONNECTION_CLOSED:
             return f"{self.label} closed the connection while starting (did its process exit?).{self.stderr_tail()}"
         return f"{self.label} could not be connected: {type(exc).__name__}: {exc}.{self.stderr_tail()}"
+
+    def refused_request(self) -> str:
+        """Why the server refused a request of the open session since last asked (401 or 403: a token refused, or
+        short of a scope), or "": the SDK reports such a refusal as a closed connection or an error response."""
+        refusals = self.http_answers.refusals
+        if self.session is None or len(refusals) <= self.refusals_seen or refusals[-1].status not in (401, 403):
+            return ""
+        sends_authorization = any(name.lower() == "authorization" for name, _ in self.endpoint.headers)
+        described = describe_http_failure(self.label, self.endpoint.url, self.http_answers, exc=Exception(),
+                                          sends_authorization=sends_authorization,
+                                          oauth=self.endpoint.oauth is not None)  # fmt: skip
+        self.refusals_seen = len(refusals)
+        return described
 
     async def ready_session(self, timeout: float) -> ClientSession:
         try:
@@ -455,9 +479,11 @@ class _Connection:
 
 
 @contextlib.asynccontextmanager
-async def _http_transport(endpoint: Endpoint, timeout: float, answers: HttpAnswers):
+async def _http_transport(endpoint: Endpoint, timeout: float, answers: HttpAnswers, oauth: UpstreamOAuth | None):
     client = httpx2.AsyncClient(headers=dict(endpoint.headers), timeout=httpx2.Timeout(timeout, read=300),
-                                event_hooks={"response": [answers.hook]})  # fmt: skip
+                                event_hooks={"response": [answers.hook]},
+                                auth=oauth.http_auth(endpoint.url) if oauth else None,
+                                transport=oauth.http_transport(endpoint.url) if oauth else None)  # fmt: skip
     async with client, streamable_http_client(endpoint.url, http_client=client) as streams:
         yield streams
 
@@ -588,8 +614,12 @@ async def _call_on(
         if isinstance(exc, TimeoutError) or exc.error.code == REQUEST_TIMEOUT:
             _in_background(_drop_if_unresponsive(connection, session))
             return McpCallResult(f"{connection.label} did not answer {name} within {timeout:g} s.", is_error=True)
+        refused = connection.refused_request()
         if exc.error.code == CONNECTION_CLOSED:
             connection.stop()
+        if refused:
+            return McpCallResult(f"{refused} {name} was not run.", is_error=True)
+        if exc.error.code == CONNECTION_CLOSED:
             hint = "did its process crash?" if connection.endpoint.transport == STDIO else "is the server down?"
             message = f"{connection.label} closed the connection while running {name} ({hint})."
             return McpCallResult(
@@ -658,8 +688,11 @@ async def _list(endpoint: Endpoint, timeout: float, limit: int) -> list[dict]:
     except McpServerUnavailable:
         raise
     except MCPError as exc:
+        refused = connection.refused_request()
         if exc.error.code == CONNECTION_CLOSED:
             connection.stop()
+        if refused:
+            raise McpServerUnavailable(refused) from None
         raise McpServerUnavailable(f"{connection.label} could not list its tools: {exc.error.message}.") from None
     except Exception as exc:  # a malformed listing
         message = f"{connection.label} gave an invalid tool list: {type(exc).__name__}: {exc}"

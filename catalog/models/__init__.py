@@ -357,6 +357,14 @@ class McpServer(models.Model):
         STDIO = "stdio", "stdio"
         STREAMABLE_HTTP = "streamable_http", "streamable HTTP"
 
+    class OAuth(models.TextChoices):
+        """Whose account toolhub uses on a server that needs OAuth (catalog.mcp_oauth)."""
+
+        OFF = "", "off (headers only)"
+        SERVICE_BROWSER = "service_browser", "one account for toolhub, an admin signs in"
+        SERVICE_CLIENT_CREDENTIALS = "service_client_credentials", "one account for toolhub, client credentials"
+        PER_USER = "per_user", "each user signs in with their own account"
+
     class Status(models.TextChoices):
         NEVER = "never", "never synced"
         OK = "ok", "OK"
@@ -406,6 +414,33 @@ class McpServer(models.Model):
         help_text="Servers that keep state for their caller (a memory, a browser, a login) need per user or per "
         "session; stateless ones can be shared. In a per-user or per-session stdio server's arguments and "
         "environment, {home} is that connection's own directory.",
+    )
+    oauth = models.CharField(
+        "OAuth",
+        max_length=32,
+        choices=OAuth.choices,
+        default=OAuth.OFF,
+        blank=True,
+        help_text="streamable HTTP: how toolhub signs in to a server that needs OAuth; connect it on its page.",
+    )
+    oauth_client_id = models.CharField(
+        "OAuth client id",
+        max_length=500,
+        blank=True,
+        help_text="A client registered for toolhub on the server's authorization server. Empty: toolhub registers "
+        "itself (dynamic client registration).",
+    )
+    oauth_client_secret = EncryptedJSONField(
+        "OAuth client secret", default="", blank=True, help_text="That client's secret, if it has one (encrypted)."
+    )
+    oauth_scope = models.CharField(
+        "OAuth scopes",
+        max_length=500,
+        blank=True,
+        help_text="Scopes to ask for, space-separated. Empty: what the server asks for.",
+    )
+    oauth_client = EncryptedJSONField(
+        default=dict, blank=True, editable=False, help_text="The client toolhub registered itself as (encrypted)."
     )
     enabled = models.BooleanField(default=True)
     tool_names = models.JSONField(default=list, blank=True, editable=False)
@@ -463,6 +498,14 @@ class McpServer(models.Model):
             value = getattr(self, field)
             if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
                 errors[field] = "Expected an object whose values are strings."
+        if self.oauth and self.transport != self.Transport.STREAMABLE_HTTP:
+            errors["oauth"] = "OAuth is for streamable HTTP servers."
+        if self.oauth == self.OAuth.SERVICE_CLIENT_CREDENTIALS and not (
+            self.oauth_client_id and self.oauth_client_secret
+        ):
+            errors["oauth_client_id"] = "Client credentials need a client id and its secret."
+        if self.oauth == self.OAuth.PER_USER and self.connection_scope != self.ConnectionScope.PER_USER:
+            errors["connection_scope"] = "Each user's own OAuth account needs a connection per user."
         if errors:
             raise ValidationError(errors)
 
@@ -520,3 +563,6 @@ class ToolExample(models.Model):
 
     def __str__(self):
         return f"{self.tool_id}: {self.text[:60]}"
+
+
+from .oauth import McpOAuthGrant  # noqa: E402, F401  (it refers to McpServer, defined above)

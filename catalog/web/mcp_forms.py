@@ -30,18 +30,8 @@ class McpServerForm(forms.ModelForm):
 
     class Meta:
         model = McpServer
-        fields = [
-            "name",
-            "prefix",
-            "transport",
-            "command",
-            "args",
-            "env",
-            "url",
-            "headers",
-            "connection_scope",
-            "enabled",
-        ]
+        fields = ["name", "prefix", "transport", "command", "args", "env", "url", "headers", "oauth", "oauth_client_id",
+                  "oauth_scope", "connection_scope", "enabled"]  # fmt: skip
         field_classes = {"args": PrettyJSONField, "env": PrettyJSONField, "headers": PrettyJSONField}
         widgets = {
             "args": forms.Textarea(attrs={"rows": 3}),
@@ -55,7 +45,27 @@ class McpServerForm(forms.ModelForm):
             "headers": 'streamable HTTP: request headers, a JSON object, e.g. {"Authorization": "Bearer ..."}.',
         }
 
+    oauth_client_secret = forms.CharField(
+        label="OAuth client secret",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The pre-registered client's secret, if it has one (stored encrypted, never shown). Empty keeps "
+        "the current one; clearing the client id clears it.",
+    )
+    field_order = ["name", "prefix", "transport", "command", "args", "env", "url", "headers", "oauth",
+                   "oauth_client_id", "oauth_client_secret", "oauth_scope", "enabled"]  # fmt: skip
+
     renames: dict[str, str] = {}
+
+    def _post_clean(self):
+        # The model's clean (client credentials need a secret) sees the secret entered now, or the one kept.
+        secret = self.cleaned_data.get("oauth_client_secret")
+        if secret:
+            self.instance.oauth_client_secret = secret
+        if not self.cleaned_data.get("oauth_client_id", self.instance.oauth_client_id):
+            self.instance.oauth_client_secret = ""
+        super()._post_clean()
 
     def clean_prefix(self):
         prefix = self.cleaned_data["prefix"]

@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from catalog.mcp_client.names import prefixed_tools
+from catalog.mcp_oauth.grants import grant_facts
 from catalog.models import McpServer, Tool
 from catalog.policies.selectors import tools_needing_policy
 from catalog.tasks import sync_mcp_server
@@ -52,7 +53,8 @@ def server_list(request):
 @_needs(VIEW)
 def server_detail(request, name):
     server = get_object_or_404(McpServer, name=name)
-    context = _sync_context(server) | {"can_change": request.user.has_perm(CHANGE), "prefixed": prefixed_tools(server)}
+    context = _sync_context(server) | {"can_change": request.user.has_perm(CHANGE), "prefixed": prefixed_tools(server),
+                                       "oauth": grant_facts(server, request.user)}  # fmt: skip
     return render(request, "catalog/mcp_server_detail.html", context)
 
 

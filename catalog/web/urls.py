@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import converters, mcp_views, policy_views, review_views, views  # noqa: F401  (converters registers <tool:...>)
+from . import converters, mcp_oauth_views, mcp_views, policy_views, review_views, views  # noqa: F401  (converters registers <tool:...>)
 
 urlpatterns = [
     path("catalog/", views.catalog_list, name="catalog"),
@@ -29,4 +29,8 @@ urlpatterns = [
     path("mcp-servers/<slug:name>/test/", mcp_views.test_connection, name="mcp-server-test"),
     path("mcp-servers/<slug:name>/sync/", mcp_views.start_sync, name="mcp-server-sync"),
     path("mcp-servers/<slug:name>/progress/", mcp_views.sync_progress, name="mcp-server-progress"),
+    path("mcp-servers/<slug:name>/oauth/connect/", mcp_oauth_views.connect, name="mcp-server-oauth-connect"),
+    path("mcp-servers/<slug:name>/oauth/disconnect/", mcp_oauth_views.disconnect, name="mcp-server-oauth-disconnect"),
+    # "-" keeps the callback apart from the servers' pages: a server may be named "oauth", never "-/oauth-callback".
+    path("mcp-servers/-/oauth-callback/", mcp_oauth_views.callback, name="mcp-oauth-callback"),
 ]
