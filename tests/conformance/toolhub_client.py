@@ -41,7 +41,7 @@ def run(coroutine):
 
 
 def refusals() -> list:
-    connection = mcp._loop_thread().connections.get(NAME)
+    connection = mcp._loop_thread().connections.get((NAME, ""))  # the shared connection: (server name, owner)
     return connection.http_answers.refusals if connection is not None else []
 
 
