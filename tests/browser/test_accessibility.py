@@ -37,6 +37,10 @@ NOT_PAGES = {
     "mcp-server-test": "POST only (its button is on the server's page)",
     "mcp-server-sync": "POST only (its button is on the server's page)",
     "mcp-server-progress": "an htmx fragment of the server's page",
+    "mcp-server-oauth-connect": "POST only: a page that moves on to the authorization server at once",
+    "mcp-server-oauth-disconnect": "POST only (its button is on the server's page)",
+    "mcp-oauth-callback": "needs an authorization server: axe checks where it lands and its error page in "
+    "tests/integration/test_mcp_oauth_upstream.py",
     "workflow-cancel": "POST only (its button is on /workflows/)",
     "policy-change-decide": "POST only (its buttons are on the policy's page and /approvals/)",
     "policy-always-load": "POST only (its form is on the policy's page)",

@@ -12,6 +12,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from catalog.mcp_oauth.auth import EXPIRY_MARGIN_SECONDS
 from catalog.models import McpOAuthGrant, McpServer, Tool
+from tests.browser.test_accessibility import violations_of
 from tests.support.builders import make_user
 from tests.support.oauth_upstream import start_upstream
 from tests.support.servers import celery_worker, daphne, database_env
@@ -54,6 +55,7 @@ def test_an_admin_connects_an_oauth_server_in_the_browser_and_the_worker_syncs_a
 
         page.get_by_role("button", name="Connect", exact=True).click()  # to the authorization server and back
         expect(page.locator("body")).to_contain_text("guarded is connected with toolhub's account (scopes: tools)")
+        assert violations_of(page) == []  # the page the callback lands on (tests/browser/test_accessibility.py)
         grant = McpOAuthGrant.objects.get()
         token = grant.tokens["access_token"]
         assert token not in page.content()
@@ -86,6 +88,7 @@ def test_an_admin_connects_an_oauth_server_in_the_browser_and_the_worker_syncs_a
         page.get_by_role("button", name="Connect again", exact=True).click()
         expect(page.locator("body")).to_contain_text("Connecting guarded failed: The authorization server")
         expect(page.locator("body")).to_contain_text("names a token_endpoint on another host")
+        assert violations_of(page) == []  # the callback's error page
         upstream.behaviour.token_endpoint = ""
         upstream.behaviour.metadata_padding = 10 * 1024 * 1024
         page.get_by_role("button", name="Connect again", exact=True).click()
