@@ -11,7 +11,9 @@ from django.contrib.auth import get_user_model
 from django.urls import URLPattern, URLResolver, get_resolver
 from playwright.sync_api import expect
 
-from agents.models import RoutingLog, Turn
+from agents.models import Conversation, RoutingLog, Turn
+from agents.turns.approvals import request_approval
+from agents.turns.start import create_turn
 from agents.turns.workflows import start_workflow
 from catalog.models import Tool
 from catalog.policies.decision import RoutingDecision
@@ -294,11 +296,18 @@ def test_the_navigation_is_one_compact_row_at_390_and_every_link_is_reachable_by
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Log out"
 
+    # At 1280 px the header is one row on every section, its current one in bold, with the approvals badge too.
+    owner = get_user_model().objects.get(username="operator")
+    waiting = create_turn(Conversation.objects.create(owner=owner, title="badge"), "transfer points")
+    request_approval(turn_id=waiting.pk, tool_call_id="call-1", tool_name=TOOL, arguments={}, risk="high")
     wide = new_page(WIDE)
     log_in(wide, "operator")
     expect(wide.get_by_role("navigation", name="Main")).to_be_visible()
     expect(wide.get_by_text("Menu", exact=True)).to_be_hidden()
-    assert wide.locator("header.top").bounding_box()["height"] <= 56
+    expect(wide.locator("#nav-count-approvals")).to_be_visible()
+    for path in ("/", "/knowledge/", "/mcp-servers/", "/routing/", "/account/"):
+        wide.goto(path)
+        assert wide.locator("header.top").bounding_box()["height"] <= 56, path
 
 
 LONG_QUERY = (
