@@ -70,7 +70,6 @@ from catalog.mcp_client.callers import calling_as
 from catalog.mcp_client.client import observing
 from catalog.policies.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
 from catalog.policies.decision import CatalogEntry, RoutingDecision, current_catalog
-from toolhub import rate_limits
 from toolhub.db_pool import RETRY_AFTER_SECONDS, unavailable_message
 
 from . import access as mcp_access
@@ -80,7 +79,6 @@ from . import subscriptions as mcp_subscriptions
 from .body_limits import McpInputRejected
 from .call_approvals import ApprovalNeeded
 from .client_requests import ClientAsker
-from .credentials import authenticate_bearer
 from .direct_calls import ToolRefused
 from .found_tools import found_tools, remember_found
 from .progress import CallRelay, on_set_logging_level
@@ -427,7 +425,8 @@ class McpEndpoint:
                              headers=((b"www-authenticate", oauth.bearer_challenge(request).encode()),))  # fmt: skip
             return None
         token = auth.removeprefix("Bearer ").strip()
-        credential = await database_sync_to_async(authenticate_bearer)(token, resource=oauth.mcp_resource(request))
+        admission = await database_sync_to_async(mcp_access.admit)(token, resource=oauth.mcp_resource(request))
+        credential = admission.credential
         if credential is None:
             challenge = oauth.bearer_challenge(
                 request, error="invalid_token", description="The API key or access token is unknown, expired or revoked"
@@ -436,12 +435,12 @@ class McpEndpoint:
                              headers=((b"www-authenticate", challenge.encode()),))  # fmt: skip
             return None
         api_key = credential.api_key  # an API key, or the key an OAuth client acts as for its user
-        exceeded = await database_sync_to_async(rate_limits.api_request)(api_key)
+        exceeded = admission.exceeded
         if exceeded is not None:  # 429 with a JSON-RPC error; the body is not read, so no request id
             await _send_json(send, 429, mcp_access.jsonrpc_error(None, mcp_access.RATE_LIMITED, exceeded.message),
                              headers=((b"retry-after", str(exceeded.retry_after).encode()),))  # fmt: skip
             return None
-        denial, receive = await mcp_access.check(credential, scope, receive)  # 403: the owner or the scopes
+        denial, receive = await mcp_access.check(admission, scope, receive)  # 403: the owner or the scopes
         if denial is not None:
             await _send_json(send, denial.status, denial.payload, headers=denial.headers)
             return None

@@ -9,6 +9,7 @@ import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.db import OperationalError
 
+from agents.mcp_gateway import access as mcp_access
 from agents.mcp_gateway import server as mcp_server
 from agents.mcp_gateway.body_limits import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 from tests.support.builders import make_policy, make_tool, make_user
@@ -101,7 +102,7 @@ async def test_no_database_connection_in_time_is_503_with_retry_after(session, m
     def busy(*args, **kwargs):
         raise OperationalError("FATAL: sorry, too many clients already")
 
-    monkeypatch.setattr(mcp_server, "authenticate_bearer", busy)
+    monkeypatch.setattr(mcp_access, "authenticate_bearer", busy)
     reply = await session.list_tools()
     assert reply.status == 503 and reply.headers["retry-after"] == "2"
     assert reply.error["code"] == mcp_server.SERVER_BUSY and "connection limit" in reply.error["message"]
