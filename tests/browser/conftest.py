@@ -218,11 +218,14 @@ def log_in(browser_stack):
 
 @pytest.fixture
 def ask_in_console(browser_stack):
-    """Start a conversation from /console/ as the logged-in user: type, send, land on it with its socket open."""
+    """Start a conversation from /console/ as the logged-in user (with `model`, a model profile's name): type, send,
+    land on it with its socket open."""
 
-    def ask(page, question: str) -> None:
+    def ask(page, question: str, model: str = "") -> None:
         page.goto("/console/")
         page.get_by_label("Start a conversation").fill(question)
+        if model:  # a model profile's name; the default profile otherwise
+            page.get_by_label("Model").select_option(model)
         page.get_by_role("button", name="Send").click()
         page.wait_for_url("**/console/*/")
         page.wait_for_selector("body[data-live=open]")

@@ -88,7 +88,9 @@ def test_a_chart_value_shows_on_keyboard_focus_and_on_hover(new_page, log_in, as
         assert page.evaluate("document.documentElement.scrollWidth") <= width
 
 
-def test_the_breakdown_prices_each_profiles_turns_in_the_operators_own_time_zone(new_page, log_in, screenshot):
+def test_the_breakdown_prices_each_profiles_turns_in_the_operators_own_time_zone(
+    new_page, log_in, ask_in_console, screenshot
+):
     """Cost by profile from an admin's prices, and every time in the operator's zone: the browser's until they save
     their own on /account/ (by keyboard), then that one, with its abbreviation, in the header and the range form."""
     ModelProfile.objects.filter(name="chat-8k").update(input_price=Decimal("150"), output_price=Decimal("600"))
@@ -96,11 +98,7 @@ def test_the_breakdown_prices_each_profiles_turns_in_the_operators_own_time_zone
     log_in(page, "operator")
     # Chromium's ICU names the zone by its older alias: either is the tz database's
     expect(page.locator("header .zone")).to_contain_text(re.compile(r"Asia/(Ho_Chi_Minh|Saigon) \(\+07\)"))
-    page.goto("/console/")
-    page.get_by_label("Start a conversation").fill("What is the points balance of member mem_lan00001?")
-    page.get_by_label("Model").select_option("chat-8k")
-    page.get_by_role("button", name="Send").click()
-    page.wait_for_url("**/console/*/")
+    ask_in_console(page, "What is the points balance of member mem_lan00001?", model="chat-8k")
     page.locator(".turn-status.status-done").wait_for()
 
     page.goto("/?range=day#overview-range")
@@ -131,24 +129,17 @@ def test_the_breakdown_prices_each_profiles_turns_in_the_operators_own_time_zone
     screenshot(page, "account-time-zone-1440")
 
 
-def test_errors_are_in_sight_a_failed_turn_and_a_failed_tool_call_link_to_their_pages(new_page, log_in):
+def test_errors_are_in_sight_a_failed_turn_and_a_failed_tool_call_link_to_their_pages(new_page, log_in, ask_in_console):
     """A turn whose model server is down fails, a turn answers although its tool call failed: the overview's errors
     say both, list the failed turn with its error and the failing tool, each a link the keyboard follows."""
     ModelProfile.objects.create(name="down", upstream_model="m", base_url=f"http://127.0.0.1:{free_port()}/v1",
                                 context_window=8192, max_output_tokens=512, reserved_result_tokens=512)  # fmt: skip
     page = new_page(WIDEST)
     log_in(page, "operator")
-    page.goto("/console/")
-    page.get_by_label("Start a conversation").fill("What is 15 + 27?")
-    page.get_by_label("Model").select_option("down")
-    page.get_by_role("button", name="Send").click()
-    page.wait_for_url("**/console/*/")
+    ask_in_console(page, "What is 15 + 27?", model="down")
     page.locator(".turn-status.status-failed").wait_for()
     failed_at = page.url
-    page.goto("/console/")
-    page.get_by_label("Start a conversation").fill("What is 1/0?")
-    page.get_by_role("button", name="Send").click()
-    page.wait_for_url("**/console/*/")
+    ask_in_console(page, "What is 1/0?")
     page.locator(".turn-status.status-done").wait_for()
 
     page.goto("/")
