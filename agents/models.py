@@ -657,6 +657,52 @@ class MetricsDay(models.Model):
         return f"metrics of {self.day}"
 
 
+class OverviewHour(models.Model):
+    """One closed UTC hour of the overview's breakdown, summed once (agents/console/closed_hours.py): its turns by
+    model profile, channel and API key (OverviewHourTurns) and its tool results by tool (OverviewHourTools), so a range
+    of days reads these rows and only its open edges row by row. An hour is closed once it ended
+    closed_hours.SETTLE ago and every turn created in it has ended; its figures stay as summed (retention removing its
+    rows later does not change them)."""
+
+    hour = models.DateTimeField(unique=True, help_text="Its start, UTC.")
+
+    class Meta:
+        ordering = ["-hour"]
+
+    def __str__(self):
+        return f"overview of {self.hour:%Y-%m-%d %H}:00 UTC"
+
+
+class OverviewHourTurns(models.Model):
+    """The turns created in one closed hour with one model profile, channel and API key name."""
+
+    hour = models.ForeignKey(OverviewHour, on_delete=models.CASCADE, related_name="turn_groups")
+    profile = models.ForeignKey(ModelProfile, null=True, blank=True, on_delete=models.SET_NULL)
+    channel = models.CharField(max_length=16)
+    api_key_name = models.CharField(max_length=100, blank=True)
+    turns = models.PositiveIntegerField()
+    failed = models.PositiveIntegerField()
+    finished = models.PositiveIntegerField(help_text="Turns whose routing log has a duration.")
+    machine_ms = models.PositiveBigIntegerField(help_text="Their durations less their approval waits, summed.")
+    prompt_tokens = models.PositiveBigIntegerField()
+    completion_tokens = models.PositiveBigIntegerField()
+
+    def __str__(self):
+        return f"{self.turns} turns of {self.channel} in the hour of {self.hour_id}"
+
+
+class OverviewHourTools(models.Model):
+    """The results of one tool returned in one closed hour."""
+
+    hour = models.ForeignKey(OverviewHour, on_delete=models.CASCADE, related_name="tool_groups")
+    tool = models.TextField(help_text="As its results name it (a client tool's name may be any text).")
+    calls = models.PositiveIntegerField()
+    failed = models.PositiveIntegerField(help_text="Of them, failed or refused.")
+
+    def __str__(self):
+        return f"{self.calls} results of {self.tool[:60]} in the hour of {self.hour_id}"
+
+
 class RetentionRun(models.Model):
     """One run of retention (beat task or `manage.py apply_retention`): its cutoff and what it removed."""
 

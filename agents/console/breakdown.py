@@ -1,6 +1,8 @@
 """The overview's breakdown over a chosen time range: turns by model profile, channel and API key, tool calls by tool,
-and the range's latency figures with machine time apart from people's. Reads only, a few aggregate queries whatever
-the number of turns.
+and the range's latency figures with machine time apart from people's. A few aggregate queries whatever the number
+of turns: the range's whole hours that have closed come summed (agents/console/closed_hours.py, summed the first time
+a range holds them), the rest (its partial edges, the last minutes, an hour with a turn still running) row by row;
+the latency percentiles are read from the range's routing logs.
 
 A range is the last hour, day or week, or a custom span (`from` and `to` as the operator's local date and time,
 at most MAX_CUSTOM_DAYS long); anything else is a form error, never a 500.
@@ -15,14 +17,15 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Aggregate, Count, F, IntegerField, Q, Sum, Value
+from django.db.models import Aggregate, Count, F, IntegerField, Q, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from agents.models import RoutingLog, Turn
+from agents.models import RoutingLog, Turn, TurnEvent
 
+from . import closed_hours
 from .fragments import tool_link
-from .metrics import Usage, priced, tool_outcomes
+from .metrics import Usage, count_outcomes, priced
 
 RANGES = {
     "hour": ("last hour", datetime.timedelta(hours=1)),
@@ -34,8 +37,6 @@ DEFAULT_PROFILE = "default profile"  # how a conversation with no profile chosen
 MAX_CUSTOM_DAYS = 92
 TOP_ROWS = 20  # rows a breakdown table shows; the rest are summed as "others"
 MACHINE_MS = Greatest(F("turn_ms") - Coalesce(F("wait_ms"), Value(0)), Value(0))
-# The same from a turn (its routing log's); NULL for a turn with no finished log.
-MACHINE_LOG = Greatest(F("routing_log__turn_ms") - Coalesce(F("routing_log__wait_ms"), Value(0)), Value(0))
 
 
 @dataclass(frozen=True)
@@ -75,25 +76,20 @@ def _local(text: str) -> datetime.datetime:
 
 def breakdown(span: TimeRange) -> dict:
     """Every figure of the range: totals, machine and approval-wait p95s, and the tables by profile (with tokens and
-    cost), channel, key and tool (each at most TOP_ROWS rows, the rest summed as "others"). The turns grouped by
-    profile, channel and key at once (with their routing logs' machine time), the machine times and the waits for
-    the percentiles, the tool results, and the profiles' prices (the tokens come with the turns' groups)."""
-    turns_in_range = Turn.objects.filter(created_at__gte=span.since, created_at__lt=span.until)
-    groups = list(
-        turns_in_range.order_by()
+    cost), channel, key and tool (each at most TOP_ROWS rows, the rest summed as "others"). The closed hours' sums and
+    the open spans' turns grouped by profile, channel and key (with their routing logs' machine time), the machine
+    times and the waits for the percentiles, the tool results likewise, and the profiles' prices (the tokens come
+    with the turns' groups)."""
+    parts = closed_hours.split(span.since, span.until)
+    groups = closed_hours.turn_groups(parts.closed) + list(
+        Turn.objects.filter(parts.open_filter())
+        .order_by()
         .values(
             profile=F("conversation__model_profile__name"),
             channel=F("conversation__channel"),
             key=F("conversation__api_key_name"),
         )  # fmt: skip
-        .annotate(
-            turns=Count("id"),
-            failed=Count("id", filter=Q(status=Turn.Status.FAILED)),
-            machine=Sum(MACHINE_LOG),
-            finished=Count("routing_log__turn_ms"),
-            prompt=Sum("prompt_tokens", filter=Q(status__in=Turn.ENDED)),
-            completion=Sum("completion_tokens", filter=Q(status__in=Turn.ENDED)),
-        )  # fmt: skip
+        .annotate(**closed_hours.turn_figures())
     )
     logs = RoutingLog.objects.filter(created_at__gte=span.since, created_at__lt=span.until, turn_ms__isnull=False)
     latency = _latency(logs)
@@ -119,7 +115,7 @@ def breakdown(span: TimeRange) -> dict:
         "currency": settings.TOOLHUB_CURRENCY,
         "by_channel": _rows(groups, "channel", "unknown"),
         "by_key": _rows(groups, "key", "no key (console)"),
-        "by_tool": _tools(span),
+        "by_tool": _tools(parts),
     }
 
 
@@ -202,8 +198,12 @@ def _money(amount: Decimal) -> str:
     return f"{amount:.2f}" if amount >= 1 else f"{amount:.4f}"
 
 
-def _tools(span: TimeRange) -> list[dict]:
-    outcomes = tool_outcomes(since=span.since, until=span.until)
+def _tools(parts: closed_hours.Split) -> list[dict]:
+    outcomes = closed_hours.tool_groups(parts.closed)
+    open_results = TurnEvent.objects.filter(parts.open_filter(), type=TurnEvent.Type.TOOL_RESULT)
+    for name, (calls, errors) in count_outcomes(open_results).items():
+        before = outcomes.get(name, (0, 0))
+        outcomes[name] = (before[0] + calls, before[1] + errors)
     rows = [{"name": name, "calls": calls, "failed": errors, "link": tool_link(name)["activity"]}
             for name, (calls, errors) in outcomes.items()]  # fmt: skip
     return _top(sorted(rows, key=lambda row: (-row["calls"], row["name"])), ("calls", "failed"))

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
@@ -143,6 +143,11 @@ def tool_outcomes(*, since: datetime.datetime, until: datetime.datetime | None =
     results = TurnEvent.objects.filter(type=TurnEvent.Type.TOOL_RESULT, created_at__gte=since)
     if until is not None:
         results = results.filter(created_at__lte=until)
+    return count_outcomes(results)
+
+
+def count_outcomes(results: QuerySet[TurnEvent]) -> dict[str, tuple[int, int]]:
+    """{tool name: (results, of them failed or refused)} of some tool-result events, in one grouped query."""
     rows = (
         results.order_by()
         .values(tool=KT("payload__tool_name"))  # as text: grouping by text is cheaper than by a JSON value

@@ -6,8 +6,10 @@ keys, a routing log each (a tenth of them with an approval wait), a budget event
 tokens kept on the turn too, as its end stores them) and --tool-results tool results per turn over 40 tools.
 Then the breakdown (agents.console.breakdown, what the overview renders below its live section) is computed and
 rendered for the hour, the day and the week, --runs times each, alternating; p50 and p95 per range. The issue's
-target is 300 ms p95. A first render of each range comes before (a process's first loads templates and code, which a
-serving process has done): its times are printed apart, as first_render_ms. The last line printed is one JSON object.
+target is 300 ms p95. A first render of each range comes before: a process's first loads templates and code, which a
+serving process has done, and the first render of the day and the week sums their closed hours once
+(agents/console/closed_hours.py); its times are printed apart, as first_render_ms. The last line printed is one JSON
+object.
 """
 
 import argparse

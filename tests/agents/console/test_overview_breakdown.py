@@ -7,9 +7,10 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from agents.console import breakdown
-from agents.console.breakdown import TOP_ROWS, TimeRange, time_range
-from agents.models import Conversation, Message, ModelProfile, RoutingLog, Turn, TurnEvent
+from agents.console import breakdown, closed_hours
+from agents.console.breakdown import TOP_ROWS, time_range
+from agents.models import (Conversation, Message, ModelProfile, OverviewHour, OverviewHourTurns, RoutingLog, Turn,
+                           TurnEvent)  # fmt: skip
 from agents.turns.lifecycle import spent
 from tests.support.builders import make_user
 
@@ -102,8 +103,8 @@ def test_the_page_shows_the_range_and_answers_400_for_a_bad_one(client, traffic)
 
 def test_a_long_tail_is_summed_as_others(monkeypatch):
     rows = [{"name": f"tool_{n:02}", "calls": 1, "failed": n % 2} for n in range(TOP_ROWS + 5)]
-    monkeypatch.setattr(breakdown, "tool_outcomes", lambda **_: {row["name"]: (1, row["failed"]) for row in rows})
-    top = breakdown._tools(TimeRange("hour", "last hour", NOW - datetime.timedelta(hours=1), NOW))
+    monkeypatch.setattr(breakdown, "count_outcomes", lambda _: {row["name"]: (1, row["failed"]) for row in rows})
+    top = breakdown._tools(closed_hours.Split([], [(NOW - datetime.timedelta(hours=1), NOW)]))
     assert len(top) == TOP_ROWS and top[-1] == {"name": "6 others", "others": True, "calls": 6, "failed": 3}
 
 
@@ -164,3 +165,58 @@ def test_the_percentiles_are_the_nearest_rank():
 @pytest.mark.postgres  # PostgreSQL reads them in one scan, with its percentile_disc
 def test_the_percentiles_are_the_nearest_rank_on_postgresql_too():
     percentiles_of_twenty_turns()
+
+
+def test_whole_hours_are_those_wholly_inside_that_ended_a_settling_time_ago():
+    at = datetime.datetime(2026, 12, 7, 10, 0, tzinfo=datetime.UTC)
+    minute = datetime.timedelta(minutes=1)
+    hours = closed_hours.whole_hours(at - 150 * minute, at + 3 * minute, now=at + 3 * minute)
+    assert hours == [at - 2 * closed_hours.HOUR]  # 07:30-10:03 at 10:03: 08:00 whole, 09:00 ended only 3 min ago
+    assert closed_hours.whole_hours(at, at + closed_hours.HOUR, now=at + 2 * closed_hours.HOUR) == [at]
+    assert closed_hours.whole_hours(at + minute, at + closed_hours.HOUR, now=at + 2 * closed_hours.HOUR) == []
+
+
+def test_closed_hours_are_summed_once_and_read_summed(traffic):
+    week = time_range({"range": "week"}, now=NOW)[0]
+    before = breakdown.breakdown(week)
+    summed = OverviewHourTurns.objects.count()
+    assert summed >= 2 and OverviewHour.objects.count() >= 24 * 6  # the turns of 5 hours and 3 days ago, and empty hours
+    assert breakdown.breakdown(week) == before and OverviewHourTurns.objects.count() == summed
+    # Read from the sums from now on: rows removed afterwards (as retention does) stay counted.
+    Turn.objects.filter(created_at__lt=NOW - datetime.timedelta(hours=4)).delete()
+    after = breakdown.breakdown(week)
+    assert (after["turns"], after["by_channel"]) == (5, before["by_channel"])
+    assert [(row["name"], row["mean_machine_ms"]) for row in after["by_profile"]] == [
+        (row["name"], row["mean_machine_ms"]) for row in before["by_profile"]
+    ]
+
+
+def test_an_hour_with_a_running_turn_stays_open_until_it_ends(traffic):
+    conversation = Conversation.objects.get(api_key_name="ci-agent")
+    running = turn(conversation, ago=datetime.timedelta(hours=30), status=Turn.Status.RUNNING)
+    day_and_more = time_range({"range": "week"}, now=NOW)[0]
+    assert breakdown.breakdown(day_and_more)["turns"] == 6
+    hour = (NOW - datetime.timedelta(hours=30)).astimezone(datetime.UTC).replace(minute=0, second=0, microsecond=0)
+    assert not OverviewHour.objects.filter(hour=hour).exists()
+    spend(running, sent=1_000, wrote=10)
+    Turn.objects.filter(pk=running.pk).update(status=Turn.Status.FAILED)
+    figures = breakdown.breakdown(day_and_more)
+    assert OverviewHour.objects.filter(hour=hour).exists() and (figures["turns"], figures["failed"]) == (6, 2)
+    assert {row["name"]: row["prompt_tokens"] for row in figures["by_profile"]}["default profile"] == 1_000
+
+
+def test_the_sums_keep_tool_results_and_read_the_profiles_name_when_shown(traffic):
+    fast = ModelProfile.objects.get(name="fast")
+    old = turn(Conversation.objects.get(model_profile=fast), ago=datetime.timedelta(days=2), turn_ms=100)
+    TurnEvent.objects.create(turn=old, sequence=1, type=TurnEvent.Type.TOOL_RESULT,
+                             payload={"tool_name": "get_member", "refused": True})  # fmt: skip
+    TurnEvent.objects.filter(turn=old).update(created_at=NOW - datetime.timedelta(days=2))
+    week = time_range({"range": "week"}, now=NOW)[0]
+    breakdown.breakdown(week)
+    fast.name = "fast-v2"
+    fast.save()
+    figures = breakdown.breakdown(week)
+    assert {row["name"]: row["turns"] for row in figures["by_profile"]} == {"fast-v2": 3, "default profile": 3}
+    assert [(row["name"], row["calls"], row["failed"]) for row in figures["by_tool"]] == [
+        ("get_member", 3, 2), ("calculate", 1, 0)
+    ]  # fmt: skip
