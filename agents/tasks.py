@@ -13,6 +13,7 @@ from opentelemetry.util.types import AttributeValue
 from toolhub.log_context import bound
 from toolhub.tracing import tracer
 
+from .console import closed_hours
 from .models import ToolApproval, Turn
 from .turns import approvals, retention, runtime, watchdog
 from .turns.workflows import cleanup_workflows
@@ -114,3 +115,12 @@ def apply_retention() -> dict:
     with their rows (agents/turns/retention.py). Safe to retry or run twice at once: each batch is one transaction over
     rows it has locked. Returns what it removed."""
     return retention.apply_retention().as_dict()
+
+
+@shared_task(ignore_result=True)
+def close_overview_hours() -> int:
+    """Periodic (CELERY_BEAT_SCHEDULE): sum the last week's closed hours for the overview's breakdown
+    (agents/console/closed_hours.py), so a page view sums at most the hours that closed since. Safe to run twice at
+    once. Returns how many of the week's hours are summed."""
+    now = timezone.now()
+    return len(closed_hours.split(now - closed_hours.WEEK, now, now=now).closed)

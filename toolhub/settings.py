@@ -283,6 +283,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": TOOLHUB_OAUTH_CLEAR_TOKENS_INTERVAL,
     },
     "apply-retention": {"task": "agents.tasks.apply_retention", "schedule": TOOLHUB_RETENTION_INTERVAL},
+    # The overview's closed hours, summed ahead of the page (agents/console/closed_hours.py).
+    "close-overview-hours": {"task": "agents.tasks.close_overview_hours", "schedule": 600},
 }
 
 # --- model ----------------------------------------------------------------

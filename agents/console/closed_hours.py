@@ -29,6 +29,7 @@ from .metrics import FAILED_RESULT
 
 SETTLE = datetime.timedelta(minutes=5)
 HOUR = datetime.timedelta(hours=1)
+WEEK = datetime.timedelta(days=7)  # what the beat task keeps summed (agents.tasks.close_overview_hours)
 # A turn's machine time: its routing log's duration less its approval waits (NULL for a log with no duration).
 MACHINE_LOG = Greatest(F("routing_log__turn_ms") - Coalesce(F("routing_log__wait_ms"), Value(0)), Value(0))
 

@@ -9,8 +9,16 @@ from django.utils import timezone
 
 from agents.console import breakdown, closed_hours
 from agents.console.breakdown import TOP_ROWS, time_range
-from agents.models import (Conversation, Message, ModelProfile, OverviewHour, OverviewHourTurns, RoutingLog, Turn,
-                           TurnEvent)  # fmt: skip
+from agents.models import (
+    Conversation,
+    Message,
+    ModelProfile,
+    OverviewHour,
+    OverviewHourTurns,
+    RoutingLog,
+    Turn,
+    TurnEvent,
+)
 from agents.turns.lifecycle import spent
 from tests.support.builders import make_user
 
@@ -180,7 +188,7 @@ def test_closed_hours_are_summed_once_and_read_summed(traffic):
     week = time_range({"range": "week"}, now=NOW)[0]
     before = breakdown.breakdown(week)
     summed = OverviewHourTurns.objects.count()
-    assert summed >= 2 and OverviewHour.objects.count() >= 24 * 6  # the turns of 5 hours and 3 days ago, and empty hours
+    assert summed >= 2 and OverviewHour.objects.count() >= 24 * 6  # the turns 5 hours and 3 days ago, empty hours
     assert breakdown.breakdown(week) == before and OverviewHourTurns.objects.count() == summed
     # Read from the sums from now on: rows removed afterwards (as retention does) stay counted.
     Turn.objects.filter(created_at__lt=NOW - datetime.timedelta(hours=4)).delete()
@@ -220,3 +228,12 @@ def test_the_sums_keep_tool_results_and_read_the_profiles_name_when_shown(traffi
     assert [(row["name"], row["calls"], row["failed"]) for row in figures["by_tool"]] == [
         ("get_member", 3, 2), ("calculate", 1, 0)
     ]  # fmt: skip
+
+
+def test_the_beat_task_sums_the_weeks_closed_hours_ahead_of_the_page(traffic):
+    from agents.tasks import close_overview_hours
+
+    assert close_overview_hours() >= 24 * 6
+    three_days_ago = (NOW - datetime.timedelta(days=3)).astimezone(datetime.UTC).replace(minute=0, second=0,
+                                                                                          microsecond=0)  # fmt: skip
+    assert OverviewHourTurns.objects.filter(hour__hour=three_days_ago, turns=1, channel="api").exists()
