@@ -172,6 +172,9 @@ def turn_figures() -> dict:
     }
 
 
+SUMMED_TURN_FIELDS = ("turns", "failed", "machine_ms", "finished", "prompt_tokens", "completion_tokens")
+
+
 def turn_groups(closed: Sequence[datetime.datetime]) -> list[dict]:
     """The turns of a split's closed hours grouped by profile name, channel and key, with turn_figures' names (every
     summed hour between its first and last closed one is one of them)."""
@@ -181,8 +184,7 @@ def turn_groups(closed: Sequence[datetime.datetime]) -> list[dict]:
         OverviewHourTurns.objects.filter(hour__hour__gte=closed[0], hour__hour__lt=closed[-1] + HOUR)
         .order_by()
         .values_list("profile__name", "channel", "api_key_name")
-        .annotate(Sum("turns"), Sum("failed"), Sum("machine_ms"), Sum("finished"), Sum("prompt_tokens"),
-                  Sum("completion_tokens"))  # fmt: skip
+        .annotate(*(Sum(field) for field in SUMMED_TURN_FIELDS))
     )
     names = ("profile", "channel", "key", "turns", "failed", "machine", "finished", "prompt", "completion")
     return [dict(zip(names, row, strict=True)) for row in rows]
