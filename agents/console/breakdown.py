@@ -81,7 +81,7 @@ def breakdown(span: TimeRange) -> dict:
     times and the waits for the percentiles, the tool results likewise, and the profiles' prices (the tokens come
     with the turns' groups)."""
     parts = closed_hours.split(span.since, span.until)
-    groups = closed_hours.turn_groups(parts.closed) + list(
+    open_groups: Iterable[Mapping[str, Any]] = (
         Turn.objects.filter(parts.open_filter())
         .order_by()
         .values(
@@ -91,6 +91,7 @@ def breakdown(span: TimeRange) -> dict:
         )  # fmt: skip
         .annotate(**closed_hours.turn_figures())
     )
+    groups = [*closed_hours.turn_groups(parts.closed), *open_groups]
     logs = RoutingLog.objects.filter(created_at__gte=span.since, created_at__lt=span.until, turn_ms__isnull=False)
     latency = _latency(logs)
     turns, failed = sum(group["turns"] for group in groups), sum(group["failed"] for group in groups)

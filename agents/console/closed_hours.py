@@ -13,8 +13,9 @@ them as summed.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Q, Sum, Value
@@ -117,7 +118,7 @@ def _sum(hours: list[datetime.datetime]) -> None:
     since, until = hours[0], hours[-1] + HOUR
     stored = {hour: OverviewHour(hour=hour) for hour in hours}
     OverviewHour.objects.bulk_create(stored.values())
-    turns = (
+    turns: Iterable[Mapping[str, Any]] = (
         Turn.objects.filter(created_at__gte=since, created_at__lt=until)
         .order_by()
         .values(
@@ -175,7 +176,7 @@ def turn_figures() -> dict:
 SUMMED_TURN_FIELDS = ("turns", "failed", "machine_ms", "finished", "prompt_tokens", "completion_tokens")
 
 
-def turn_groups(closed: Sequence[datetime.datetime]) -> list[dict]:
+def turn_groups(closed: Sequence[datetime.datetime]) -> list[Mapping[str, Any]]:
     """The turns of a split's closed hours grouped by profile name, channel and key, with turn_figures' names (every
     summed hour between its first and last closed one is one of them)."""
     if not closed:
