@@ -13,6 +13,9 @@ Object-level rules (who may decide which approval) stay with their logic
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from django.contrib.auth.models import Permission
+from django.db.models import Q
+
 from agents.models import ApiKey
 
 Scope = ApiKey.Scope
@@ -54,6 +57,19 @@ def refusal(user, ability: Ability, *, scopes: Iterable[str] | None = None, hold
     if ability.permission and not user.has_perm(ability.permission):
         return Refusal(f"{user.get_username()} may not {ability.verb} (needs the {ability.permission} permission).")
     return None
+
+
+def read_permissions(user) -> None:
+    """Read an active user's model permissions (their own and their groups') in one query, into the cache that
+    Django's ModelBackend keeps on the user object and reads first (`_perm_cache`, the same set it would build from
+    two queries). For a request that loads its user and checks several abilities (agents.mcp_gateway.access)."""
+    if not user.is_active or hasattr(user, "_perm_cache"):
+        return
+    held = Permission.objects.all()
+    if not user.is_superuser:
+        held = held.filter(Q(user=user) | Q(group__user=user))
+    rows = held.values_list("content_type__app_label", "codename").order_by().distinct()
+    user._perm_cache = {f"{app}.{codename}" for app, codename in rows}
 
 
 def allows(user, ability: Ability, *, scopes: Iterable[str] | None = None) -> bool:

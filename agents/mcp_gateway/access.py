@@ -15,7 +15,7 @@ agents.mcp_gateway.body_limits (size, JSON, depth, batch, strings) before the SD
 
 from dataclasses import dataclass
 
-from agents.access.abilities import CALL_TOOL, USE_MCP, Refusal, refusal
+from agents.access.abilities import CALL_TOOL, USE_MCP, Refusal, read_permissions, refusal
 from toolhub import rate_limits
 
 from . import body_limits
@@ -76,6 +76,7 @@ def admit(token: str, *, resource: str) -> Admission:
     if exceeded is not None:
         return Admission(credential, exceeded)
     scopes, holder = list(credential.scopes), "access token" if credential.oauth else "API key"
+    read_permissions(credential.user)
     return Admission(
         credential,
         use_refused=refusal(credential.user, USE_MCP, scopes=scopes, holder=holder),

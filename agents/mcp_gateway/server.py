@@ -70,6 +70,7 @@ from catalog.mcp_client.callers import calling_as
 from catalog.mcp_client.client import observing
 from catalog.policies.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
 from catalog.policies.decision import CatalogEntry, RoutingDecision, current_catalog
+from catalog.search.service import one_catalog_state
 from toolhub.db_pool import RETRY_AFTER_SECONDS, unavailable_message
 
 from . import access as mcp_access
@@ -88,6 +89,7 @@ logger = logging.getLogger(__name__)
 SERVER_NAME = "toolhub"
 SESSION_IDLE_SECONDS = 30 * 60  # the SDK's default
 API_KEY_SCOPE = "toolhub.api_key_id"  # the ASGI scope key under which the endpoint passes the caller's key on
+KEY_USER_SCOPE = "toolhub.api_key_user_id"  # and the user that key acts for
 NEUTRAL = RoutingDecision()  # no request yet: what policy allows with no intent, outside any workflow
 DEFAULT_RESULT_TOKENS = 1024
 SERVER_BUSY = -32050  # JSON-RPC implementation-defined server error: no database connection in time (HTTP 503)
@@ -283,11 +285,13 @@ def build_server() -> Server:
         relay = CallRelay(ctx)  # the MCP server's progress and log messages for this call go to this client
         asker = ClientAsker(ctx)  # and its elicitation and sampling requests
 
+        user_id = ctx.request.scope[KEY_USER_SCOPE]
+
         def run(approval_id: int | None = None) -> tuple[CallOutcome, bool, int]:
             before = set(found_tools(key)) if params.name == settings.TOOLHUB_SEARCH_TOOL else set()
             budget = result_token_limit()
-            user_id = ApiKey.objects.filter(pk=key).values_list("user_id", flat=True).first()
-            with observing(relay.observer), calling_as(asker.caller(user_id)):
+            # One reading of the catalog's state for the call: the bundle, its entry and the tool's route.
+            with one_catalog_state(), observing(relay.observer), calling_as(asker.caller(user_id)):
                 outcome = call(params.name, params.arguments or {}, key, max_result_tokens=budget,
                                approval_id=approval_id)  # fmt: skip
             return outcome, bool(set(outcome.found) - before), budget
@@ -446,7 +450,8 @@ class McpEndpoint:
             return None
         scopes = list(credential.scopes)
         principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=scopes)
-        return {**scope, "user": AuthenticatedUser(principal), API_KEY_SCOPE: api_key.pk}, receive
+        caller = {API_KEY_SCOPE: api_key.pk, KEY_USER_SCOPE: api_key.user_id}
+        return {**scope, "user": AuthenticatedUser(principal), **caller}, receive
 
 
 def _stream_opened_at_once(send):

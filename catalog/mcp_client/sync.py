@@ -23,6 +23,7 @@ or approves a policy, and never talks to a server inside a transaction.
 from __future__ import annotations
 
 import datetime
+import threading
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -33,6 +34,7 @@ from catalog.models import RUNNING_SYNC_PHASES, McpServer, Tool, ToolPolicy
 from catalog.models.schemas import validate_input_schema, validate_output_schema
 from catalog.models.tokens import canonical_json
 from catalog.policies.versions import record_policy_version
+from catalog.search.service import catalog_state
 
 from .client import McpServerUnavailable, connect, disconnect, list_tools
 from .names import current_names, name_tools, rename_tools, taken_names, upstream_name_problem
@@ -256,16 +258,38 @@ def sync_all() -> list[SyncResult]:
 
 def server_for_tool(name: str) -> McpServer | None:
     """The enabled server that serves tool `name` (a catalog name) now, if any."""
-    for server in McpServer.objects.filter(enabled=True):
-        if name in server.tool_names:
-            return server
-    return None
+    route = mcp_route(name)
+    return route[0] if route is not None else None
+
+
+_routes_lock = threading.Lock()
+_routes: tuple[tuple[int, str], dict[str, tuple[int, str]]] = ((-1, ""), {})
 
 
 def mcp_route(name: str) -> tuple[McpServer, str] | None:
-    """(the enabled server serving catalog tool `name`, the server's name for it), or None for a tool of no server."""
-    upstream = Tool.objects.filter(name=name, source=Tool.Source.MCP).values_list("upstream_name", flat=True).first()
-    if upstream is None:
+    """(the enabled server serving catalog tool `name`, the server's name for it), or None for a tool of no server.
+
+    Which server serves which tool is read once per catalog state (a sync that changes a server's tools changes its
+    tools, which moves the state): a call then reads its server's row only (enabled, with its current settings)."""
+    global _routes
+    state = catalog_state()
+    with _routes_lock:
+        if _routes[0] != state:
+            _routes = (state, _route_map())
+        route = _routes[1].get(name)
+    if route is None:
         return None
-    server = server_for_tool(name)
-    return (server, upstream or name) if server is not None else None
+    server = McpServer.objects.filter(pk=route[0], enabled=True).first()
+    return (server, route[1]) if server is not None else None
+
+
+def _route_map() -> dict[str, tuple[int, str]]:
+    """{catalog name: (server id, the server's name for it)} of every MCP tool an enabled server lists (the first
+    server, in the servers' order, that lists it)."""
+    upstream = dict(Tool.objects.filter(source=Tool.Source.MCP).values_list("name", "upstream_name"))
+    routes: dict[str, tuple[int, str]] = {}
+    for pk, names in McpServer.objects.filter(enabled=True).values_list("pk", "tool_names"):
+        for name in names:
+            if name in upstream:
+                routes.setdefault(name, (pk, upstream[name] or name))
+    return routes

@@ -8,6 +8,7 @@ empty value that a later save would write back over the secret.
 """
 
 import base64
+import functools
 import hashlib
 import json
 
@@ -29,7 +30,14 @@ def _fernet(secret: str) -> Fernet:
 
 
 def _keys() -> MultiFernet:
-    return MultiFernet([_fernet(key) for key in (settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS)])
+    return _keys_of(settings.SECRET_KEY, tuple(settings.SECRET_KEY_FALLBACKS))
+
+
+@functools.lru_cache(maxsize=8)
+def _keys_of(secret: str, fallbacks: tuple[str, ...]) -> MultiFernet:
+    """The keys derived from `secret` and `fallbacks`, once per process (reading a server's row decrypts four
+    fields)."""
+    return MultiFernet([_fernet(key) for key in (secret, *fallbacks)])
 
 
 def encrypt_json(value) -> str:

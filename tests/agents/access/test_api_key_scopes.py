@@ -213,3 +213,21 @@ def test_calling_tools_needs_the_permission_turns_need():
 
     assert allows(operator, CALL_TOOL) and not allows(viewer, CALL_TOOL)
     assert CALL_TOOL.permission == START_TURN.permission
+
+
+@pytest.mark.django_db
+def test_a_users_permissions_are_read_in_one_query_as_django_reads_them(django_assert_num_queries):
+    from django.contrib.auth.models import Permission
+
+    from agents.access.abilities import read_permissions
+
+    operator = make_user("op", role="operator")
+    operator.user_permissions.add(Permission.objects.get(codename="delete_apikey"))  # one of the user's own
+    superuser = get_user_model().objects.create_superuser(username="root", password="a-long-test-password")
+    for user in (operator, make_user("watcher", role="viewer"), user_in(None), superuser):
+        expected = get_user_model().objects.get(pk=user.pk).get_all_permissions()  # Django's two queries
+        fresh = get_user_model().objects.get(pk=user.pk)
+        with django_assert_num_queries(1):
+            read_permissions(fresh)
+            assert fresh.get_all_permissions() == expected
+    assert "agents.delete_apikey" in operator.get_all_permissions() and expected  # not an empty comparison

@@ -19,7 +19,7 @@ from django.test import override_settings
 
 from catalog.mcp_client import client as mcp_client
 from catalog.mcp_client.client import McpServerUnavailable, acall_tool, call_tool, list_tools
-from catalog.mcp_client.sync import SCHEMA_CHANGED_NOTE, server_for_tool, sync_server
+from catalog.mcp_client.sync import SCHEMA_CHANGED_NOTE, mcp_route, server_for_tool, sync_server
 from catalog.models import CatalogState, McpServer, Tool, ToolPolicy
 from catalog.models.tokens import canonical_json
 from demo.data.loyalty import loyalty_tools
@@ -130,6 +130,23 @@ def test_tool_no_longer_served_is_disabled_not_deleted_and_comes_back(tmp_path):
     tool.refresh_from_db()
     assert tool.enabled and tool.policy.status == ToolPolicy.Status.ACTIVE  # same definition, same policy
     assert server.missing_tool_names == []
+
+
+def test_a_route_follows_its_server_and_its_tool_as_they_change():
+    first = McpServer.objects.create(name="first", command="true", tool_names=["lookup"])
+    tool = Tool.objects.create(name="lookup", description="Look up.", input_schema={"type": "object"},
+                               source=Tool.Source.MCP, is_mcp=True, upstream_name="look_up")  # fmt: skip
+    assert mcp_route("lookup") == (first, "look_up") and mcp_route("missing") is None
+    first.enabled = False
+    first.save()
+    assert mcp_route("lookup") is None  # read per call: no change of the catalog needed
+    first.enabled = True
+    first.save()
+    tool.upstream_name = "lookup_v2"
+    tool.save()
+    assert mcp_route("lookup") == (first, "lookup_v2")
+    McpServer.objects.filter(pk=first.pk).update(url="http://127.0.0.1:9/mcp")  # a setting changed in place
+    assert mcp_route("lookup")[0].url == "http://127.0.0.1:9/mcp"
 
 
 def test_sync_adopts_the_demo_catalog_tools_and_keeps_their_policies(tmp_path, demo_catalog):
