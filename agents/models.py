@@ -537,6 +537,38 @@ class ToolApproval(models.Model):
         return f"{self.tool_name} for turn {self.turn_id} ({self.status})"
 
 
+class ServerQuestion(models.Model):
+    """An MCP server's elicitation during a turn's tool call, asked of an operator in the console while the call
+    waits (agents.turns.questions). Taken once, as an approval is: only a pending row within its deadline changes."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        ANSWERED = "answered"  # the server gets `answer` (its action "accept")
+        DECLINED = "declined"  # an operator declined it
+        EXPIRED = "expired"  # no answer within the tool call's time: the server is told declined
+        CANCELLED = "cancelled"  # its turn was cancelled or ended first: the server is told cancelled
+
+    MESSAGE_MAX_LENGTH = 4000
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="questions")
+    message = models.TextField(help_text="The server's message, as it sent it (cut to MESSAGE_MAX_LENGTH).")
+    requested_schema = models.JSONField(help_text="The server's form (catalog.mcp_client.callers.elicitation_problem).")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    asked_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    answer = models.JSONField(null=True, blank=True, help_text="The form's content the server got, once answered.")
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-asked_at"]
+
+    def __str__(self):
+        return f"question {self.pk} of turn {self.turn_id} ({self.status})"
+
+
 class McpFoundTool(models.Model):
     """A tool an API key found through tool_search over /mcp (agents.mcp_gateway.found_tools).
 

@@ -47,7 +47,8 @@ class ClientAsker:
         except MCPError as refused:  # the client's own error (or no way to reach it) goes back as it is
             return refused.error
 
-    async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+    async def elicit(self, params: types.ElicitRequestParams, seconds: float) -> types.ElicitResult | types.ErrorData:
+        """Relayed to the client as it is; the tool call's time (`seconds`) bounds its answer (the MCP client's)."""
         declared = self._declared().elicitation
         if declared is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message=(

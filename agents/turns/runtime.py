@@ -558,10 +558,11 @@ class TurnRun:
     def mcp_caller(self) -> Caller:
         """Who the turn's MCP tool calls are made for (agents.turns.sampling): the conversation's owner and the
         conversation as the session, which choose per-user and per-session connections; a server's sampling
-        request is answered by the turn's model, its elicitation declined."""
+        request is answered by the turn's model, its elicitation by an operator (agents.turns.questions)."""
         if getattr(self, "_mcp_caller", None) is None:
             self._mcp_caller = sampling.turn_caller(owner=self.conversation.owner, conversation_id=self.conversation.pk,
-                                                    model=self.turn_model)  # fmt: skip
+                                                    model=self.turn_model, turn_id=self.turn.id,
+                                                    attempt=self.turn.attempt)  # fmt: skip
         return self._mcp_caller
 
     def run_step(self, step: staged_flows.Step, call: ToolCall, run_call: Callable[[], CallOutcome]) -> CallOutcome:

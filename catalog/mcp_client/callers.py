@@ -3,10 +3,11 @@
 A `Caller` names the user and the session (an /mcp session, or a conversation for a turn) a call is made for,
 which choose the connection it goes through (McpServer.connection_scope: shared, per user, per session), and says
 how to answer the server's elicitation/create and sampling/createMessage requests during the call: `elicit` and
-`sample` (async, run on the MCP client's loop thread) or, when there is none, `cannot_ask`, the reason the server
-is told. The bounds on what a server may ask are here too: an elicitation's form must be a flat object of
-primitive fields (elicitation_problem), a sampling request's maxTokens is cut to TOOLHUB_MCP_SAMPLING_MAX_TOKENS
-and a call may ask for TOOLHUB_MCP_SAMPLING_PER_CALL samplings at most. Never touches the database.
+`sample` (async, run on the MCP client's loop thread; `elicit` is also given the seconds left of the tool call, the
+time its answer has) or, when there is none, `cannot_ask`, the reason the server is told. The bounds on what a
+server may ask are here too: an elicitation's form must be a flat object of primitive fields (elicitation_problem),
+a sampling request's maxTokens is cut to TOOLHUB_MCP_SAMPLING_MAX_TOKENS and a call may ask for
+TOOLHUB_MCP_SAMPLING_PER_CALL samplings at most. Never touches the database.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from django.conf import settings
 from catalog.models import McpServer
 
 Scope = McpServer.ConnectionScope
-ElicitAnswer = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult | types.ErrorData]]
+# (the server's request, the seconds left of the tool call) -> the answer the server gets
+ElicitAnswer = Callable[[types.ElicitRequestParams, float], Awaitable[types.ElicitResult | types.ErrorData]]
 SampleAnswer = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult | types.ErrorData]]
 NO_CALLER = "this call has no caller toolhub can ask (a sync, a test connection or a shell)"
 

@@ -415,7 +415,7 @@ class _Connection:
             return self._decline(INVALID_PARAMS, asked, f"it is malformed: {problem}")
         if call.caller is None or call.caller.elicit is None:
             return self._decline(INVALID_REQUEST, asked, call.caller.cannot_ask if call.caller else callers.NO_CALLER)
-        return await self._relay(call, call.caller.elicit(params), asked)
+        return await self._relay(call, call.caller.elicit(params, max(call.deadline - time.monotonic(), 0.1)), asked)
 
     async def _on_sampling(self, context, params: CreateMessageRequestParams) -> Any:
         asked = "sampling request"

@@ -7,7 +7,7 @@ import mcp_types as types
 import pytest
 
 from agents.providers import ModelChunk, ModelUnavailable
-from agents.turns.sampling import CANNOT_ELICIT, chat_messages, complete, turn_caller
+from agents.turns.sampling import CANNOT_ELICIT_URL, chat_messages, complete, turn_caller
 from tests.support.builders import make_user
 
 pytestmark = pytest.mark.django_db
@@ -64,10 +64,13 @@ def test_a_failing_model_or_a_non_text_message_is_an_error_the_server_reads():
 
 def test_only_an_owner_who_may_start_turns_spends_the_turns_model_on_sampling():
     model = RecordingModel("yes")
-    operator = turn_caller(owner=make_user(username="op", role="operator"), conversation_id=3, model=model)
-    viewer = turn_caller(owner=make_user(username="vi", role="viewer"), conversation_id=4, model=model)
+    operator = turn_caller(owner=make_user(username="op", role="operator"), conversation_id=3, model=model,
+                           turn_id=1, attempt=1)  # fmt: skip
+    viewer = turn_caller(owner=make_user(username="vi", role="viewer"), conversation_id=4, model=model, turn_id=2,
+                         attempt=1)  # fmt: skip
 
-    assert (operator.session_key, operator.cannot_ask) == ("conversation:3", CANNOT_ELICIT)
+    assert operator.session_key == "conversation:3"
+    assert operator.elicit is not None and viewer.elicit is not None  # an operator answers, whoever owns the turn
     answer = asyncio.run(operator.sample(request(said("ok?"))))
     assert answer.content.text == "yes"
     assert viewer.sample is None
@@ -75,3 +78,11 @@ def test_only_an_owner_who_may_start_turns_spends_the_turns_model_on_sampling():
         "sampling would spend this turn's model tokens, and vi may not start a turn (needs the agents.add_turn "
         "permission)"
     )
+
+
+def test_a_url_elicitation_from_a_turn_is_declined_without_asking_anybody():
+    caller = turn_caller(owner=make_user(username="op", role="operator"), conversation_id=3, model=RecordingModel(),
+                         turn_id=1, attempt=1)  # fmt: skip
+    params = types.ElicitRequestURLParams(mode="url", message="Sign in", url="https://x.example/", elicitation_id="e")
+    answer = asyncio.run(caller.elicit(params, 10.0))
+    assert answer.message == f"toolhub declined the elicitation: {CANNOT_ELICIT_URL}."

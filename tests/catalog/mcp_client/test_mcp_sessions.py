@@ -111,16 +111,19 @@ def test_past_the_most_connections_the_least_recently_used_idle_one_is_closed(se
     assert owned_connections() == [("asking", "users/2"), ("asking", "users/3")]
 
 
-def test_a_server_asking_for_input_gets_the_callers_answer():
-    asked = []
+def test_a_server_asking_for_input_gets_the_callers_answer_within_the_calls_time(settings):
+    settings.TOOLHUB_MCP_TIMEOUT = 20
+    asked, seconds = [], []
 
-    async def elicit(params):
+    async def elicit(params, left):
         asked.append(params)
+        seconds.append(left)
         return types.ElicitResult(action="accept", content={"answer": "42"})
 
     answer = call_as(Caller(user_id=1, elicit=elicit), asking_server(), "ask", "How many?")
     assert answer == 'action=accept content={"answer": "42"}'
     assert asked[0].message == "How many?" and asked[0].requested_schema["required"] == ["answer"]
+    assert 0 < seconds[0] < 20  # what is left of the tool call's time: the caller's answer must come within it
 
 
 def test_a_server_asking_a_caller_that_cannot_answer_is_told_why():
@@ -133,7 +136,7 @@ def test_a_server_asking_a_caller_that_cannot_answer_is_told_why():
 def test_a_malformed_elicitation_is_refused_without_asking_the_caller():
     asked = []
 
-    async def elicit(params):
+    async def elicit(params, left):
         asked.append(params)
         return types.ElicitResult(action="decline")
 
@@ -211,7 +214,7 @@ def test_with_two_calls_in_flight_on_one_connection_a_server_request_is_declined
     server = asking_server()
     first_asked, second_done = threading.Event(), threading.Event()
 
-    async def elicit_after_the_second(params):
+    async def elicit_after_the_second(params, left):
         first_asked.set()
         await asyncio.to_thread(second_done.wait, 20)
         return types.ElicitResult(action="accept", content={"answer": "first"})

@@ -1,0 +1,192 @@
+"""An MCP server's question (elicitation/create) during a turn's tool call, asked of an operator in the console.
+
+`ask_and_wait` (the turn's Caller.elicit runs it in a thread, agents.turns.sampling) stores a pending ServerQuestion
+with the server's message and form and the tool call's remaining time as its deadline, emits a status event (the
+conversation page shows the form, the SSE stream the status), and waits, polling the row, until the question is
+answered, declined, cancelled with its turn or out of time. Taken once, as an approval is decided
+(agents.turns.approvals): each close is an UPDATE that only matches a pending row (and, for an operator's answer, one
+within its deadline), and says so with a status event. Who answers: an operator with the approve permission
+(approvals.PERMISSION, agents.access.abilities.ANSWER_QUESTION). The answer's form is checked against the server's
+schema by agents.console.question_form before it comes here. Never talks to the MCP server itself.
+"""
+
+import dataclasses
+import datetime
+import json
+import logging
+import time
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import connection, transaction
+from django.utils import timezone
+
+from agents.models import ServerQuestion, Turn, TurnEvent
+
+from .approvals import PERMISSION as APPROVAL_PERMISSION
+from .events import TurnTakenOver, emit
+
+log = logging.getLogger(__name__)
+
+PERMISSION = APPROVAL_PERMISSION  # answering a server's question is an intervention in a running turn, as approving
+ASKED_PHASE = "question_asked"
+CLOSED_PHASE = "question_closed"
+POLL_SECONDS = 0.5
+Status = ServerQuestion.Status
+
+
+class QuestionClosed(Exception):
+    """The question was already answered, declined, cancelled or out of time."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """How a question ended, as the server is told: "accept" with `content`, "decline" or "cancel"."""
+
+    action: str
+    content: dict[str, Any] | None = None
+
+
+def ask_and_wait(*, turn_id: int, attempt: int, message: str, schema: dict[str, Any], seconds: float) -> Outcome:
+    """Ask the operator (blocking, for at most `seconds`) and return what the server is told. A turn no longer run
+    by `attempt` (cancelled, taken over) is not asked: "cancel"."""
+    try:
+        try:
+            question = ask(turn_id=turn_id, attempt=attempt, message=message, schema=schema, seconds=seconds)
+        except TurnTakenOver:
+            return Outcome("cancel")
+        return wait_for_answer(question.pk, turn_id=turn_id, attempt=attempt, until=time.monotonic() + seconds)
+    finally:
+        connection.close()  # a thread of the MCP client's loop: its connection is not the request's to reuse
+
+
+def ask(*, turn_id: int, attempt: int, message: str, schema: dict[str, Any], seconds: float) -> ServerQuestion:
+    """Store the pending question and emit its status event, in one transaction, while `attempt` runs the turn."""
+    expires_at = timezone.now() + datetime.timedelta(seconds=seconds)
+    with transaction.atomic():
+        question = ServerQuestion.objects.create(turn_id=turn_id, message=message[: ServerQuestion.MESSAGE_MAX_LENGTH],
+                                                 requested_schema=schema, expires_at=expires_at)  # fmt: skip
+        emit(turn_id, TurnEvent.Type.STATUS, phase=ASKED_PHASE, attempt=attempt, question_id=question.pk,
+             message=f"❓ Waiting for an answer from the operator: {question.message[:200]}",
+             expires_at=expires_at.isoformat())  # fmt: skip
+    return question
+
+
+def wait_for_answer(question_id: int, *, turn_id: int, attempt: int, until: float) -> Outcome:
+    """Poll the question until it is closed; at `until` (time.monotonic) close it as expired, and when the turn is no
+    longer run by `attempt` as cancelled."""
+    while True:
+        row = (ServerQuestion.objects.filter(pk=question_id)
+               .values_list("status", "answer", "turn__status", "turn__attempt").first())  # fmt: skip
+        if row is None:  # its turn was deleted (retention): nobody answers any more
+            return Outcome("cancel")
+        status, answer, turn_status, turn_attempt = row
+        if status != Status.PENDING:
+            return outcome_of(status, answer)
+        if turn_status != Turn.Status.RUNNING or turn_attempt != attempt:
+            close_with_turn(question_id, turn_id=turn_id)
+            return outcome_of(current_status(question_id), answer)
+        if time.monotonic() >= until:
+            if expire(question_id, turn_id=turn_id, attempt=attempt):
+                return Outcome("decline")
+            continue  # answered meanwhile: read what
+        time.sleep(min(POLL_SECONDS, max(until - time.monotonic(), 0)))
+
+
+def outcome_of(status: str, answer: dict[str, Any] | None) -> Outcome:
+    if status == Status.ANSWERED:
+        return Outcome("accept", answer or {})
+    if status in (Status.DECLINED, Status.EXPIRED):
+        return Outcome("decline")
+    return Outcome("cancel")
+
+
+def current_status(question_id: int) -> str:
+    return ServerQuestion.objects.filter(pk=question_id).values_list("status", flat=True).first() or "gone"
+
+
+def answer_question(*, question_id: int, user: User, content: dict[str, Any]) -> ServerQuestion:
+    """The operator's answer (already checked against the form: agents.console.question_form), taken once."""
+    return _close_by(question_id, user=user, status=Status.ANSWERED, answer=content)
+
+
+def decline_question(*, question_id: int, user: User) -> ServerQuestion:
+    return _close_by(question_id, user=user, status=Status.DECLINED, answer=None)
+
+
+def _close_by(question_id: int, *, user: User, status: str, answer: dict[str, Any] | None) -> ServerQuestion:
+    now = timezone.now()
+    name = user.get_username()
+    with transaction.atomic():
+        closed = ServerQuestion.objects.filter(pk=question_id, status=Status.PENDING, expires_at__gt=now).update(
+            status=status, answer=answer, answered_by=user, answered_at=now
+        )
+        if not closed:
+            raise QuestionClosed(f"This question is already {closed_word(current_status(question_id))}.")
+        question = ServerQuestion.objects.get(pk=question_id)
+        if status == Status.ANSWERED:
+            message = f"💬 {name} answered the server's question: {answer_text(answer)}"
+        else:
+            message = f"🚫 {name} declined the server's question"
+        emit(question.turn_id, TurnEvent.Type.STATUS, phase=CLOSED_PHASE, question_id=question_id, decision=status,
+             message=message, answered_by=name)  # fmt: skip
+    return question
+
+
+def expire(question_id: int, *, turn_id: int, attempt: int) -> bool:
+    """Close a pending question whose time is up (the server is told declined); False if it was closed first."""
+    with transaction.atomic():
+        if not ServerQuestion.objects.filter(pk=question_id, status=Status.PENDING).update(
+            status=Status.EXPIRED, answered_at=timezone.now()
+        ):
+            return False
+        log.warning("question %s of turn %s expired: no operator answered within the tool call's time "
+                    "(TOOLHUB_MCP_TIMEOUT); the server was told declined", question_id, turn_id)  # fmt: skip
+        message = "⌛ No operator answered the server's question within the tool call's time: declined"
+        try:
+            emit(turn_id, TurnEvent.Type.STATUS, phase=CLOSED_PHASE, attempt=attempt, question_id=question_id,
+                 decision=Status.EXPIRED, message=message)  # fmt: skip
+        except TurnTakenOver:
+            pass  # the turn ended meanwhile: the question stays expired, its turn shows no more events
+    return True
+
+
+def close_with_turn(question_id: int, *, turn_id: int) -> None:
+    """The turn ended (or was taken over) under a pending question: cancelled, so nobody answers it any more."""
+    if ServerQuestion.objects.filter(pk=question_id, status=Status.PENDING).update(
+        status=Status.CANCELLED, answered_at=timezone.now()
+    ):
+        log.info("question %s of turn %s cancelled: its turn is no longer running", question_id, turn_id)
+
+
+def cancel_pending(*, turn_id: int, user: User) -> list[int]:
+    """Close the turn's pending questions as cancelled with it, each with an event saying so. Runs inside the cancel's
+    transaction, before the turn ends (agents.turns.cancellation)."""
+    name = user.get_username()
+    with transaction.atomic():
+        pending = list(
+            ServerQuestion.objects.select_for_update()
+            .filter(turn_id=turn_id, status=Status.PENDING)
+            .values_list("pk", flat=True)
+        )
+        ServerQuestion.objects.filter(pk__in=pending).update(
+            status=Status.CANCELLED, answered_by=user, answered_at=timezone.now()
+        )
+        for question_id in pending:
+            emit(turn_id, TurnEvent.Type.STATUS, phase=CLOSED_PHASE, question_id=question_id,
+                 decision=Status.CANCELLED, message=f"⏹ The server's question was cancelled with the turn by {name}",
+                 answered_by=name)  # fmt: skip
+    return pending
+
+
+def closed_word(status: str) -> str:
+    """Why a question takes no answer; one still pending is past its deadline (its waiter closes it soon)."""
+    words: dict[str, str] = {Status.ANSWERED: "answered", Status.DECLINED: "declined", Status.EXPIRED: "out of time",
+                             Status.PENDING: "out of time", Status.CANCELLED: "cancelled with its turn"}  # fmt: skip
+    return words.get(status, status)
+
+
+def answer_text(answer: dict[str, Any] | None) -> str:
+    """An answer as the timeline shows it: its fields as JSON, cut to 300 characters."""
+    text = json.dumps(answer or {}, ensure_ascii=False)
+    return text if len(text) <= 300 else text[:299] + "…"

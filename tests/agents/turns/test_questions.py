@@ -1,0 +1,129 @@
+"""An MCP server's question during a turn's tool call: asked of an operator, answered, declined or cancelled once,
+declined when nobody answers in time, and what the waiting call is told each time."""
+
+import time
+
+import pytest
+from django.utils import timezone
+
+from agents.models import Conversation, ServerQuestion, Turn, TurnEvent
+from agents.turns import questions
+from agents.turns.cancellation import cancel_turn
+from agents.turns.events import TurnTakenOver
+from agents.turns.questions import Outcome, QuestionClosed
+from tests.support.builders import at_once, make_user
+
+pytestmark = pytest.mark.django_db
+FORM = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+
+
+@pytest.fixture
+def running_turn():
+    owner = make_user("owner", role="operator")
+    return Turn.objects.create(conversation=Conversation.objects.create(owner=owner), status=Turn.Status.RUNNING,
+                               attempt=1)  # fmt: skip
+
+
+def ask(turn, seconds=30.0) -> ServerQuestion:
+    return questions.ask(turn_id=turn.pk, attempt=turn.attempt, message="Favourite colour?", schema=FORM,
+                         seconds=seconds)  # fmt: skip
+
+
+def statuses(turn) -> list[tuple[str, str]]:
+    events = TurnEvent.objects.filter(turn=turn, type=TurnEvent.Type.STATUS).order_by("sequence")
+    return [(event.phase, event.payload["message"]) for event in events]
+
+
+def test_asking_stores_a_pending_question_and_says_the_turn_waits_for_the_operator(running_turn):
+    question = ask(running_turn, seconds=20)
+    assert (question.status, question.message, question.requested_schema) == ("pending", "Favourite colour?", FORM)
+    assert 19 < (question.expires_at - timezone.now()).total_seconds() <= 20
+    (event,) = TurnEvent.objects.filter(turn=running_turn)
+    assert (event.type, event.phase, event.payload["question_id"]) == ("status", "question_asked", question.pk)
+    assert event.payload["message"] == "❓ Waiting for an answer from the operator: Favourite colour?"
+
+
+def test_a_turn_no_longer_run_by_the_attempt_is_not_asked(running_turn):
+    Turn.objects.filter(pk=running_turn.pk).update(status=Turn.Status.CANCELLED)
+    with pytest.raises(TurnTakenOver):
+        ask(running_turn)
+    assert not ServerQuestion.objects.exists()
+    outcome = questions.ask_and_wait(turn_id=running_turn.pk, attempt=1, message="?", schema=FORM, seconds=5)
+    assert outcome == Outcome("cancel")
+
+
+def test_an_answer_is_taken_once_and_the_waiting_call_gets_it(running_turn):
+    question = ask(running_turn)
+    operator = make_user("alice", role="operator")
+    questions.answer_question(question_id=question.pk, user=operator, content={"answer": "blue"})
+    with pytest.raises(QuestionClosed, match="already answered"):
+        questions.decline_question(question_id=question.pk, user=make_user("bob", role="operator"))
+    question.refresh_from_db()
+    assert (question.status, question.answer, question.answered_by) == ("answered", {"answer": "blue"}, operator)
+    outcome = questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1, until=time.monotonic() + 5)
+    assert outcome == Outcome("accept", {"answer": "blue"})
+    answered = '💬 alice answered the server\'s question: {"answer": "blue"}'
+    assert statuses(running_turn)[-1] == ("question_closed", answered)
+
+
+def test_a_decline_is_told_as_declined_and_says_who(running_turn):
+    question = ask(running_turn)
+    questions.decline_question(question_id=question.pk, user=make_user("alice", role="operator"))
+    outcome = questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1, until=time.monotonic() + 5)
+    assert outcome == Outcome("decline")
+    assert statuses(running_turn)[-1] == ("question_closed", "🚫 alice declined the server's question")
+
+
+def test_nobody_answering_in_time_declines_it_with_the_reason_in_the_timeline_and_the_log(running_turn, caplog):
+    question = ask(running_turn, seconds=0.2)
+    outcome = questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1, until=time.monotonic() + 0.2)
+    assert outcome == Outcome("decline")
+    question.refresh_from_db()
+    assert question.status == "expired" and question.answered_by is None
+    expired = "⌛ No operator answered the server's question within the tool call's time: declined"
+    assert statuses(running_turn)[-1] == ("question_closed", expired)
+    assert f"question {question.pk} of turn {running_turn.pk} expired" in caplog.text
+    with pytest.raises(QuestionClosed, match="out of time"):
+        questions.answer_question(question_id=question.pk, user=make_user("late"), content={"answer": "x"})
+
+
+def test_an_answer_after_the_deadline_is_refused_even_before_the_waiter_expires_it(running_turn):
+    question = ask(running_turn)
+    ServerQuestion.objects.filter(pk=question.pk).update(expires_at=timezone.now())
+    with pytest.raises(QuestionClosed, match="already out of time"):
+        questions.answer_question(question_id=question.pk, user=make_user("late"), content={"answer": "x"})
+
+
+def test_cancelling_the_turn_cancels_its_question_and_the_waiting_call_is_told_cancel(running_turn):
+    question = ask(running_turn)
+    assert cancel_turn(turn_id=running_turn.pk, user=make_user("alice", role="operator"))
+    question.refresh_from_db()
+    assert question.status == "cancelled"
+    assert ("question_closed", "⏹ The server's question was cancelled with the turn by alice") in statuses(running_turn)
+    outcome = questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1, until=time.monotonic() + 5)
+    assert outcome == Outcome("cancel")
+
+
+def test_a_turn_taken_over_while_its_question_waits_cancels_the_question(running_turn):
+    question = ask(running_turn)
+    Turn.objects.filter(pk=running_turn.pk).update(attempt=2)  # the watchdog restarted it
+    outcome = questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1, until=time.monotonic() + 5)
+    assert outcome == Outcome("cancel")
+    assert ServerQuestion.objects.get(pk=question.pk).status == "cancelled"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_operators_answering_at_once_are_decided_once(running_turn):
+    question = ask(running_turn)
+    users = [make_user(f"op{i}", role="operator") for i in range(4)]
+
+    def answer(i):
+        if i % 2:
+            return questions.decline_question(question_id=question.pk, user=users[i]).status
+        return questions.answer_question(question_id=question.pk, user=users[i], content={"answer": f"a{i}"}).status
+
+    outcomes = at_once(4, answer)
+    assert [kind for kind, _ in outcomes].count("ok") == 1
+    assert all(isinstance(value, QuestionClosed) for kind, value in outcomes if kind == "error")
+    closed = TurnEvent.objects.filter(turn=running_turn, phase=questions.CLOSED_PHASE)
+    assert closed.count() == 1
