@@ -35,7 +35,7 @@ from django.utils import timezone
 from agents.access.api_keys import create_api_key
 from agents.console.consumers import FORBIDDEN
 from agents.console.websocket_urls import websocket_urlpatterns
-from agents.models import ApiKey, Conversation, RoutingLog, ToolApproval, Turn, Workflow
+from agents.models import ApiKey, Conversation, RoutingLog, ServerQuestion, ToolApproval, Turn, Workflow
 from catalog.models import Domain, KnowledgeSnippet, McpServer, PolicyChangeRequest, ToolExample
 from catalog.policies.versions import record_policy_version, snapshot
 from tests.support.builders import FAST_PASSWORD_HASHERS, make_policy, make_tool, make_user
@@ -188,6 +188,11 @@ RULES = {
         "/approvals/{approval}/decide",
         {"GET": everyone(405), "POST": needs("operator", 302)},
     ),
+    # an MCP server's question (answered already: the probe's decline is a message, back to the conversation)
+    "console/questions/<int:question_id>/": (
+        "/console/questions/{question}/",
+        {"GET": needs("viewer", 200), "POST": needs("operator", 302)},
+    ),
     "console/turns/<int:turn_id>/cancel": (
         "/console/turns/{turn}/cancel",
         {"GET": everyone(405), "POST": needs("operator", 302)},
@@ -241,6 +246,7 @@ POST_BODIES = {
     "v1/approvals/<int:approval_id>": {"approve": True},
     "approvals/<int:approval_id>/decide": {"decision": "approve"},
     "console/": {"message": ""},
+    "console/questions/<int:question_id>/": {"decision": "decline"},
 }
 
 
@@ -307,10 +313,14 @@ def make_objects() -> dict:
                                        expires_at=timezone.now() + timezone.timedelta(hours=1))  # fmt: skip
     approval = ToolApproval.objects.create(turn=turn, tool_call_id="c1", tool_name="get_weather", risk="medium",
                                            status=ToolApproval.Status.APPROVED, expires_at=timezone.now())  # fmt: skip
+    question = ServerQuestion.objects.create(turn=turn, message="Sure?", requested_schema={"type": "object"},
+                                             status=ServerQuestion.Status.ANSWERED, answer={},
+                                             expires_at=timezone.now())  # fmt: skip
     change = PolicyChangeRequest.objects.create(tool=policy.tool, draft=snapshot(policy), base_version=policy.version,
                                                 requested_by=owner)  # fmt: skip
     return {"example": example.pk, "conversation": conversation.pk, "log": log.pk, "workflow": workflow.pk,
-            "approval": approval.pk, "turn": turn.pk, "policy_change": change.pk}  # fmt: skip
+            "approval": approval.pk, "turn": turn.pk, "policy_change": change.pk,
+            "question": question.pk}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,8 @@ LIST_MODELS = Ability("list the models", "agents.view_modelprofile", frozenset({
 # Starting a turn and calling a tool directly over /mcp run the same tools, so they need the same permission.
 START_TURN = Ability("start a turn", "agents.add_turn", frozenset({Scope.CHAT}))
 DECIDE_APPROVAL = Ability("decide an approval", None, frozenset({Scope.CHAT}))
+# An MCP server's question during a turn's tool call (agents.turns.questions) is answered by whoever may approve calls.
+ANSWER_QUESTION = Ability("answer an MCP server's question", "agents.decide_toolapproval", frozenset({Scope.CHAT}))
 USE_MCP = Ability("use /mcp (list tools)", "catalog.view_tool", frozenset({Scope.MCP, Scope.READ}))
 CALL_TOOL = Ability("call a tool", "agents.add_turn", frozenset({Scope.MCP}))
 

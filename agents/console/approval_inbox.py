@@ -1,4 +1,5 @@
-"""The approvals inbox: every tool call and policy change waiting for a person, soonest deadline first.
+"""The approvals inbox: every tool call, MCP server's question and policy change waiting for a person, soonest
+deadline first.
 
 Reads only, for the inbox page and the navigation's count; deciding goes through agents.turns.approvals and
 catalog.policies.four_eyes (the views those already have). Never writes.
@@ -7,11 +8,11 @@ catalog.policies.four_eyes (the views those already have). Never writes.
 from django.db.models import Value
 from django.utils import timezone
 
-from agents.models import ToolApproval
+from agents.models import ServerQuestion, ToolApproval
 from catalog.models import PolicyChangeRequest
 from catalog.policies.four_eyes import may_approve, pending_changes
 
-from .fragments import approval_card
+from .fragments import approval_card, question_card_of
 
 VIEW_TURNS = "agents.view_turn"
 VIEW_POLICIES = "catalog.view_toolpolicy"
@@ -42,6 +43,28 @@ def tool_call_rows(user, *, now=None) -> list[dict]:
     ]
 
 
+def waiting_questions(*, now=None):
+    """MCP servers' questions still within their deadline (a later one is closed by the call that waits for it)."""
+    now = now or timezone.now()
+    return ServerQuestion.objects.filter(status=ServerQuestion.Status.PENDING, expires_at__gt=now)
+
+
+def question_rows(*, now=None) -> list[dict]:
+    """Each waiting question's card, who started its turn and where, soonest deadline first."""
+    waiting = waiting_questions(now=now).select_related("turn__conversation__owner").order_by("expires_at", "id")
+    return [
+        {
+            "question": question_card_of(question),
+            "turn_id": question.turn_id,
+            "conversation_id": question.turn.conversation_id,
+            "conversation": question.turn.conversation.title or f"conversation {question.turn.conversation_id}",
+            "started_by": question.turn.conversation.owner.get_username(),
+            "asked_at": question.asked_at,
+        }
+        for question in waiting
+    ]
+
+
 def policy_change_rows(user) -> list[dict]:
     """Each policy change waiting for a second operator, oldest first, and whether `user` may approve it."""
     may_edit = user.has_perm(EDIT_POLICIES)
@@ -49,11 +72,12 @@ def policy_change_rows(user) -> list[dict]:
 
 
 def waiting_count(user) -> int:
-    """What the navigation's Approvals entry counts, in one query: the calls and policy changes this user may see
-    waiting."""
+    """What the navigation's Approvals entry counts, in one query: the calls, servers' questions and policy changes
+    this user may see waiting."""
     parts = []
     if user.has_perm(VIEW_TURNS):
         parts.append(waiting_approvals().order_by().values_list(Value(1)))
+        parts.append(waiting_questions().order_by().values_list(Value(1)))
     if user.has_perm(VIEW_POLICIES):
         pending = PolicyChangeRequest.objects.filter(status=PolicyChangeRequest.Status.PENDING)
         parts.append(pending.order_by().values_list(Value(1)))

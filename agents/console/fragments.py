@@ -16,11 +16,15 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from agents.models import Conversation, Message, RoutingLog, ToolApproval, Turn, TurnEvent
+from agents.models import Conversation, Message, RoutingLog, ServerQuestion, ToolApproval, Turn, TurnEvent
 from agents.turns.events import stored_events
+from agents.turns.questions import ASKED_PHASE as QUESTION_ASKED
+from agents.turns.questions import CLOSED_PHASE as QUESTION_CLOSED
+from agents.turns.questions import answer_text
 from catalog.mcp_client.content import summary
 from catalog.policies.four_eyes import covers as four_eyes_covers
 
+from .question_form import QuestionForm
 from .timeline import turn_timeline
 
 EventType = TurnEvent.Type
@@ -134,6 +138,27 @@ def approval_card(approval: ToolApproval, *, note: str = "") -> dict:
             "reason": approval.reason}  # fmt: skip
 
 
+def question_card(*, question_id: int, message: str, schema: dict, status: str, expires_at: object = None,
+                  answer: dict | None = None, answered_by: str = "", form: QuestionForm | None = None,
+                  note: str = "") -> dict:  # fmt: skip
+    """What a server's question shows (agents/conversation.html#question): its message, its deadline while it
+    waits, and the form built from its schema (`form`: a bound one, to show its errors again)."""
+    pending = status == ServerQuestion.Status.PENDING
+    if pending and form is None:
+        form = QuestionForm(schema if isinstance(schema, dict) else {}, auto_id=f"question-{question_id}-%s")
+    return {"id": question_id, "message": message, "status": status, "expires_at": deadline(expires_at),
+            "answer": answer_text(answer) if status == ServerQuestion.Status.ANSWERED else "",
+            "answered_by": answered_by, "form": form if pending else None, "note": note}  # fmt: skip
+
+
+def question_card_of(question: ServerQuestion, *, form: QuestionForm | None = None, note: str = "") -> dict:
+    """A question's card from its row (answered_by selected)."""
+    return question_card(question_id=question.pk, message=question.message, schema=question.requested_schema,
+                         status=question.status, expires_at=question.expires_at, answer=question.answer,
+                         answered_by=question.answered_by.get_username() if question.answered_by else "", form=form,
+                         note=note)  # fmt: skip
+
+
 def tool_link(name: str) -> dict:
     """A catalog tool's name with the links to its policy and its activity (none for a name no URL takes)."""
     try:
@@ -144,14 +169,20 @@ def tool_link(name: str) -> dict:
 
 
 def event_item(event: dict, *, approval_status: str | None = None, approval_reason: str = "",
-               call_arguments: object = None) -> dict | None:  # fmt: skip
+               call_arguments: object = None, question: dict | None = None) -> dict | None:  # fmt: skip
     """One line of a turn's timeline, or None for events shown elsewhere (content, budget). `call_arguments`: the
-    arguments of the call a tool result answers, for results stored before their event carried them."""
+    arguments of the call a tool result answers, for results stored before their event carried them. `question`:
+    how a server's question asked by this event ended (status, answer, answered_by), as its row says; pending
+    without it."""
     kind, payload, phase = event["type"], event.get("payload", {}), event.get("phase", "")
     item = {"sequence": event["sequence"], "kind": kind, "phase": phase, "turn_id": event["turn"]}
     if kind == EventType.DELTA or (kind == EventType.ROUTING and phase == BUDGET_PHASE):
         return None
-    if kind == EventType.STATUS:
+    if kind == EventType.STATUS and phase == QUESTION_ASKED and payload.get("question_id"):
+        item["question"] = question_card(question_id=payload["question_id"], message=payload.get("question", ""),
+                                         schema=payload.get("schema") or {}, expires_at=payload.get("expires_at"),
+                                         **(question or {"status": ServerQuestion.Status.PENDING}))  # fmt: skip
+    elif kind == EventType.STATUS:
         item["text"] = payload.get("message", phase)
         item["tools"] = [tool_link(name) for name in payload.get("recommended_tools") or []]
     elif kind == EventType.ROUTING and phase == "knowledge":
@@ -213,6 +244,8 @@ def announcement(event: dict) -> str:
     kind, payload = event["type"], event.get("payload", {})
     if kind == EventType.APPROVAL_REQUIRED:
         return f"Approval needed: {payload.get('tool_name', '?')}, {payload.get('risk', '')} risk."
+    if kind == EventType.STATUS and event.get("phase") == QUESTION_ASKED:
+        return "An MCP server asks the operator a question."
     if kind == EventType.ERROR:
         return f"The turn failed: {payload.get('message', 'no reason given')}"
     if kind == EventType.DONE:
@@ -266,7 +299,8 @@ def budget_bar(figures: dict | None) -> dict | None:
 
 
 def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: RoutingLog | None,
-              approvals: dict[int, tuple[str, str]], number: int = 0) -> dict:  # fmt: skip
+              approvals: dict[int, tuple[str, str]], number: int = 0,
+              questions: dict[int, dict] | None = None) -> dict:  # fmt: skip
     """Everything the turn's article shows, from its stored events; `number`: its place in its conversation.
 
     The status is the one the events reached, as live viewers saw it: the
@@ -291,7 +325,8 @@ def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: Routin
         status_and_reason = approvals.get(payload.get("approval_id"))
         item = event_item(event, approval_status=status_and_reason[0] if status_and_reason else None,
                           approval_reason=status_and_reason[1] if status_and_reason else "",
-                          call_arguments=waiting.pop(0) if waiting else None)  # fmt: skip
+                          call_arguments=waiting.pop(0) if waiting else None,
+                          question=(questions or {}).get(payload.get("question_id")))  # fmt: skip
         if item is not None:
             items.append(item)
     return {
@@ -313,7 +348,8 @@ def turn_view(turn: Turn, events: list[dict], *, user_text: str, routing: Routin
 
 
 def turn_views(turns: list[Turn]) -> list[dict]:
-    """Views of these turns in four queries whatever their number (events, user messages, logs, approvals)."""
+    """Views of these turns in five queries whatever their number (events, user messages, logs, approvals, servers'
+    questions)."""
     ids = [turn.id for turn in turns]
     events: dict[int, list[dict]] = {turn_id: [] for turn_id in ids}
     for event in TurnEvent.objects.filter(turn_id__in=ids).order_by("turn_id", "sequence"):
@@ -333,6 +369,10 @@ def turn_views(turns: list[Turn]) -> list[dict]:
     logs = {log.turn_id: log for log in RoutingLog.objects.filter(turn_id__in=ids)}
     approvals = {pk: (status, reason) for pk, status, reason in
                  ToolApproval.objects.filter(turn_id__in=ids).values_list("id", "status", "reason")}  # fmt: skip
+    questions = {row["id"]: {"status": row["status"], "answer": row["answer"],
+                             "answered_by": row["answered_by__username"] or ""}
+                 for row in ServerQuestion.objects.filter(turn_id__in=ids).values(
+                     "id", "status", "answer", "answered_by__username")}  # fmt: skip
     numbers = turn_numbers(turns)
     return [
         turn_view(
@@ -342,6 +382,7 @@ def turn_views(turns: list[Turn]) -> list[dict]:
             routing=logs.get(turn.id),
             approvals=approvals,
             number=numbers[turn.id],
+            questions=questions,
         )  # fmt: skip
         for turn in turns
     ]
@@ -447,6 +488,7 @@ def render_event(event: dict, *, can_decide: bool, own: bool = False, routing: R
         "routing": routing,
         "timeline": timeline,
         "decided": payload if event.get("phase") == "approval_decided" else None,
+        "question_closed": payload if event.get("phase") == QUESTION_CLOSED else None,
         "announce": announcement(event),
         "can_decide": can_decide,
         "own_conversation": own,

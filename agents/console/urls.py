@@ -1,6 +1,6 @@
 """The console's pages: overview, live conversations, the approvals inbox, turn search, a tool's activity, routing
-logs, workflows, and an operator's actions on a turn (decide an approval, cancel it). Mounted at the root by
-toolhub.urls."""
+logs, workflows, and an operator's actions on a turn (decide an approval, answer a server's question, cancel it).
+Mounted at the root by toolhub.urls."""
 
 from django.urls import path
 
@@ -15,6 +15,7 @@ urlpatterns = [
     path("console/search/", views.turn_search, name="turn-search"),
     path("console/tools/<tool:name>/", views.tool_activity_view, name="tool-activity"),
     path("console/turns/<int:turn_id>/cancel", views.cancel_turn, name="turn-cancel"),
+    path("console/questions/<int:question_id>/", views.question, name="question"),
     path("routing/", views.routing_list, name="routing"),
     path("routing/<int:log_id>/", views.routing_detail, name="routing-detail"),
     path("workflows/", views.workflow_list, name="workflows"),

@@ -1,5 +1,6 @@
 """Dashboard pages about conversations: overview, live console, approvals inbox, turn search, a tool's activity,
-routing log, workflows, and an operator's actions on a turn (decide an approval, cancel it).
+routing log, workflows, and an operator's actions on a turn (decide an approval, answer an MCP server's question,
+cancel it).
 
 Thin: check the permission, parse the form, call a logic module (fragments, overview, turn_search, tool_activity,
 approval_inbox here; agents.turns.start, .approvals, .cancellation, .workflows), render a page or, for htmx, its
@@ -17,9 +18,9 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agents.access.abilities import START_TURN, allows
-from agents.models import Conversation, RoutingLog, ToolApproval, Turn, Workflow
-from agents.turns import cancellation
+from agents.access.abilities import ANSWER_QUESTION, START_TURN, allows, refusal
+from agents.models import Conversation, RoutingLog, ServerQuestion, ToolApproval, Turn, Workflow
+from agents.turns import cancellation, questions
 from agents.turns.approvals import PERMISSION as DECIDE_PERMISSION
 from agents.turns.approvals import ApprovalClosed, FourEyes, approval_to_decide, decide_approval, started_the_turn
 from agents.turns.retention import retention_status
@@ -49,6 +50,7 @@ from .metrics import (
     quality_window,
     routing_metrics,
 )
+from .question_form import QuestionForm
 from .tool_activity import tool_activity
 from .turn_search import search_page
 
@@ -248,14 +250,68 @@ def decide(request, approval_id: int):
     return redirect(back)
 
 
+@login_required
+@require_http_methods(["GET", "POST"])
+def question(request, question_id: int):
+    """GET: an MCP server's question during a turn's tool call, alone on a page, with its form for those who may
+    answer. POST: an operator answers it (decision=answer, the form's fields) or declines it (decision=decline).
+
+    The permission is checked before the id is looked up. An answer that breaks the server's schema comes back with
+    the errors next to their fields (400: the card for htmx, this page otherwise); a question already closed is a
+    409 for htmx, a message otherwise.
+    """
+    if request.method == "POST":
+        refused = refusal(request.user, ANSWER_QUESTION)
+        if refused is not None:
+            raise PermissionDenied(refused.message)
+    elif not request.user.has_perm(OVERVIEW_PERMISSION):
+        raise PermissionDenied("You may not see turns.")
+    asked = get_object_or_404(ServerQuestion.objects.select_related("turn", "answered_by"), pk=question_id)
+    if request.method == "GET":
+        return _question_page(request, asked)
+    back = _back(request, reverse("console-conversation", args=[asked.turn.conversation_id]) + f"#turn-{asked.turn_id}")
+    decision = request.POST.get("decision")
+    try:
+        if decision == "decline":
+            asked = questions.decline_question(question_id=asked.pk, user=request.user)
+        elif decision == "answer":
+            form = QuestionForm(asked.requested_schema, request.POST, auto_id=f"question-{asked.pk}-%s")
+            if not form.is_valid():
+                return _question_page(request, asked, form=form, status=400)
+            asked = questions.answer_question(question_id=asked.pk, user=request.user, content=form.content())
+        else:
+            return _question_page(request, asked, note="Choose Submit or Decline.", status=400)
+    except questions.QuestionClosed as closed:
+        asked.refresh_from_db()
+        if request.htmx:
+            return _question_page(request, asked, note=str(closed), status=409)
+        messages.error(request, str(closed))
+        return redirect(back)
+    if request.htmx:
+        return _question_page(request, ServerQuestion.objects.select_related("answered_by").get(pk=asked.pk))
+    messages.success(request, f"The server's question: {questions.closed_word(asked.status)}.")
+    return redirect(back)
+
+
+def _question_page(request, asked: ServerQuestion, *, form: QuestionForm | None = None, note: str = "",
+                   status: int = 200) -> HttpResponse:  # fmt: skip
+    """The question's card: alone for htmx, on its page otherwise."""
+    context = {"question": fragments.question_card_of(asked, form=form, note=note), "turn": asked.turn,
+               "can_decide": allows(request.user, ANSWER_QUESTION)}  # fmt: skip
+    template = "agents/conversation.html#question" if request.htmx else "agents/question.html"
+    return render(request, template, context, status=status)
+
+
 @require_GET
 @login_required
 @permission_required(approval_inbox.VIEW_TURNS, raise_exception=True)
 def approvals_inbox(request):
-    """Every tool call waiting for an approval (with its deadline, who started its turn and where) and every policy
-    change waiting for a second operator, each with the controls its own page has."""
+    """Every tool call waiting for an approval (with its deadline, who started its turn and where), every MCP
+    server's question waiting for an operator's answer, and every policy change waiting for a second operator, each
+    with the controls its own page has."""
     context = {
         "calls": approval_inbox.tool_call_rows(request.user),
+        "questions": approval_inbox.question_rows(),
         "can_decide": request.user.has_perm(DECIDE_PERMISSION),
         "show_policy_changes": request.user.has_perm(approval_inbox.VIEW_POLICIES),
         "policy_changes": approval_inbox.policy_change_rows(request.user),

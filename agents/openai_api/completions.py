@@ -158,6 +158,7 @@ def sse_frames(event: dict, completion_id: str, model: str) -> list[dict]:
             arguments=payload.get("arguments"),
             recommended_tools=payload.get("recommended_tools"),
             **({"approval_id": payload["approval_id"]} if "approval_id" in payload else {}),
+            **({"question_id": payload["question_id"]} if "question_id" in payload else {}),
         )]  # fmt: skip
     if event["type"] == EventType.DELTA:
         delta = {"content": payload.get("content", "")}

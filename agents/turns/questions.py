@@ -1,9 +1,9 @@
 """An MCP server's question (elicitation/create) during a turn's tool call, asked of an operator in the console.
 
 `ask_and_wait` (the turn's Caller.elicit runs it in a thread, agents.turns.sampling) stores a pending ServerQuestion
-with the server's message and form and the tool call's remaining time as its deadline, emits a status event (the
-conversation page shows the form, the SSE stream the status), and waits, polling the row, until the question is
-answered, declined, cancelled with its turn or out of time. Taken once, as an approval is decided
+with the server's message and form and the tool call's remaining time as its deadline, emits a status event with
+both (the conversation page shows the form, the SSE stream the status), and waits, polling the row, until the
+question is answered, declined, cancelled with its turn or out of time. Taken once, as an approval is decided
 (agents.turns.approvals): each close is an UPDATE that only matches a pending row (and, for an operator's answer, one
 within its deadline), and says so with a status event. Who answers: an operator with the approve permission
 (approvals.PERMISSION, agents.access.abilities.ANSWER_QUESTION). The answer's form is checked against the server's
@@ -68,7 +68,7 @@ def ask(*, turn_id: int, attempt: int, message: str, schema: dict[str, Any], sec
                                                  requested_schema=schema, expires_at=expires_at)  # fmt: skip
         emit(turn_id, TurnEvent.Type.STATUS, phase=ASKED_PHASE, attempt=attempt, question_id=question.pk,
              message=f"❓ Waiting for an answer from the operator: {question.message[:200]}",
-             expires_at=expires_at.isoformat())  # fmt: skip
+             question=question.message, schema=schema, expires_at=expires_at.isoformat())  # fmt: skip
     return question
 
 

@@ -110,12 +110,13 @@
   document.addEventListener("DOMContentLoaded", followApprovals);
 
   // A polled region ([data-keep-while-used], the approvals inbox) is not refreshed while the keyboard is inside it
-  // or a field in it holds text, so a refresh never takes the focus or a half-typed deny reason away.
+  // or a field in it holds text, so a refresh never takes the focus, a half-typed deny reason or answer away.
   document.addEventListener("htmx:beforeRequest", function (evt) {
     var region = evt.detail.elt;
     if (!region || !region.hasAttribute || !region.hasAttribute("data-keep-while-used")) return;
     var inUse = region.contains(document.activeElement) && document.activeElement !== region;
-    var typed = Array.prototype.some.call(region.querySelectorAll("input[type=text]"), function (input) { return input.value; });
+    var fields = region.querySelectorAll("input[type=text], input[type=number], input[type=email], input[type=url], textarea");
+    var typed = Array.prototype.some.call(fields, function (input) { return input.value; });
     if (inUse || typed) evt.preventDefault();
   });
 
