@@ -5,12 +5,15 @@ file; imported per user, with MEMORY_FILE_PATH={home}/memory.jsonl, each user ge
 call comes through /mcp on Daphne (the web process) or from a /v1 turn a Celery worker runs. The asking server
 (tests/support/asking_mcp_server.py) asks for input and for a model completion during its calls: through /mcp the
 calling client answers when it declared the capability, and is not asked when it did not; in a turn a Celery worker
-runs, the turn's model profile answers the sampling and the elicitation is declined.
+runs, the turn's model profile answers the sampling and an operator the elicitation, in the console (declined when
+nobody answers within the tool call's time).
 """
 
 import asyncio
+import concurrent.futures
 import json
 import sys
+import time
 from contextlib import asynccontextmanager
 
 import httpx2
@@ -18,11 +21,12 @@ import mcp_types as types
 import openai
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from agents.access.api_keys import create_api_key
-from agents.models import Message
+from agents.models import Message, ServerQuestion, TurnEvent
 from catalog.mcp_client import client as mcp_client
 from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer, Tool
@@ -191,7 +195,8 @@ def test_an_upstream_request_a_client_did_not_declare_or_a_malformed_one_is_decl
     assert asked == []
 
 
-def test_in_a_turn_the_profiles_model_answers_an_upstream_sampling_and_an_elicitation_is_declined():
+def asking_server_in_turns() -> str:
+    """The asking server with ask and sample always loaded, and an API key of the turns' owner."""
     server = McpServer.objects.create(name="asking", command=sys.executable,
                                       args=["-m", "tests.support.asking_mcp_server"])  # fmt: skip
     assert sync_server(server).ok
@@ -200,9 +205,16 @@ def test_in_a_turn_the_profiles_model_answers_an_upstream_sampling_and_an_elicit
     Tool.objects.filter(name__in=["ask", "sample"]).update(always_load=True)
     _, key = create_api_key(user=make_user(username="turner"), name="turner")
     mcp_client.close_all()
+    return key
+
+
+def test_in_a_turn_the_profiles_model_answers_an_upstream_sampling_and_nobody_answering_declines_an_elicitation():
+    key = asking_server_in_turns()
     with ScriptedOpenAI() as model:
+        # ask's elicitation waits for an operator for what is left of the call's 8 s, less 2 s for the server
         env = database_env(TOOLHUB_MODEL_BASE_URL=model.base_url, TOOLHUB_MODEL="scripted", TOOLHUB_MODEL_RETRIES="0",
-                           TOOLHUB_WARM_START="0", TOOLHUB_MCP_SAMPLING_MAX_TOKENS="500")  # fmt: skip
+                           TOOLHUB_WARM_START="0", TOOLHUB_MCP_SAMPLING_MAX_TOKENS="500",
+                           TOOLHUB_MCP_TIMEOUT="8")  # fmt: skip
         with celery_worker(env, app), daphne(env) as base:
             client = openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=120)
             model.steps = [
@@ -219,5 +231,55 @@ def test_in_a_turn_the_profiles_model_answers_an_upstream_sampling_and_an_elicit
     assert "tools" not in sampling
     results = list(Message.objects.filter(role=Message.Role.TOOL).order_by("id").values_list("content", flat=True))
     assert results[0] == "sampled: green"
-    assert results[1].startswith("error: toolhub declined the elicitation: this tool call runs in a chat turn")
-    assert "not supported for this caller" in results[1]
+    assert results[1] == "action=decline content=null"
+    question = ServerQuestion.objects.get()
+    assert (question.status, question.message, question.answered_by) == ("expired", "Sure?", None)
+    messages = [event.payload["message"] for event in TurnEvent.objects.filter(turn=question.turn, type="status")]
+    assert "❓ Waiting for an answer from the operator: Sure?" in messages
+    assert "⌛ No operator answered the server's question within the tool call's time: declined" in messages
+
+
+def run_turn_answered_in_the_console(decision: dict) -> tuple[str, ServerQuestion, list[dict]]:
+    """A /v1 turn (on a Celery worker) calls ask; an operator posts `decision` to the question in the console while
+    the call waits. The tool's result, the question, and what the model was sent."""
+    key = asking_server_in_turns()
+    operator = Client()
+    operator.force_login(make_user(username="answerer", role="operator"))
+    with ScriptedOpenAI() as model:
+        env = database_env(TOOLHUB_MODEL_BASE_URL=model.base_url, TOOLHUB_MODEL="scripted", TOOLHUB_MODEL_RETRIES="0",
+                           TOOLHUB_WARM_START="0", TOOLHUB_MCP_TIMEOUT="60")  # fmt: skip
+        with celery_worker(env, app), daphne(env) as base, concurrent.futures.ThreadPoolExecutor(1) as pool:
+            client = openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0, timeout=120)
+            model.steps = [{"tool_calls": [{"name": "ask", "arguments": {"value": "Favourite colour?"}}]},
+                           {"content": "Done."}]  # fmt: skip
+            answer = pool.submit(client.chat.completions.create, model="toolhub",
+                                 messages=[{"role": "user", "content": "Use ask"}])  # fmt: skip
+            deadline = time.monotonic() + 60
+            while (question := ServerQuestion.objects.filter(status="pending").first()) is None:
+                assert time.monotonic() < deadline and not answer.done(), "the turn asked no question"
+                time.sleep(0.2)
+            shown = operator.get(f"/console/{question.turn.conversation_id}/").content.decode()
+            assert "waiting for an answer from the operator" in shown and 'name="answer"' in shown
+            posted = operator.post(f"/console/questions/{question.pk}/", decision, headers={"HX-Request": "true"})
+            assert posted.status_code == 200, posted.content.decode()
+            assert answer.result().choices[0].message.content == "Done."
+    (result,) = Message.objects.filter(role=Message.Role.TOOL).values_list("content", flat=True)
+    question.refresh_from_db()
+    return result, question, model.requests
+
+
+def test_in_a_turn_an_operator_answers_an_upstream_elicitation_in_the_console_and_the_tool_gets_it():
+    result, question, requests = run_turn_answered_in_the_console({"decision": "answer", "answer": "teal"})
+    assert result == 'action=accept content={"answer": "teal"}'
+    assert (question.status, question.answer, question.answered_by.username) == ("answered", {"answer": "teal"},
+                                                                                  "answerer")  # fmt: skip
+    assert {"role": "tool", "tool_call_id": requests[1]["messages"][-1]["tool_call_id"], "content": result} == (
+        requests[1]["messages"][-1])  # the model read the operator's answer in the tool's result  # fmt: skip
+    messages = [event.payload["message"] for event in TurnEvent.objects.filter(turn=question.turn, type="status")]
+    assert '💬 answerer answered the server\'s question: {"answer": "teal"}' in messages
+
+
+def test_in_a_turn_an_operator_declines_an_upstream_elicitation_in_the_console():
+    result, question, _ = run_turn_answered_in_the_console({"decision": "decline"})
+    assert result == "action=decline content=null"
+    assert (question.status, question.answer, question.answered_by.username) == ("declined", None, "answerer")
