@@ -6,6 +6,8 @@
 - lifecycle.py    a running turn's lease and deadline; end_turn/fail_turn, once, in one transaction;
 - watchdog.py     stalled or overdue turns: queued again or failed visibly;
 - cancellation.py, approvals.py   an operator's (or owner's) intervention on a running turn;
+- sampling.py, questions.py       what an MCP server asks during a turn's tool call: the turn's model samples, an
+  operator answers its elicitation in the console;
 - events.py       store a TurnEvent, then broadcast it after commit; the failure reasons;
 - tool_calls.py, client_tools.py  a model's tool call checked and executed; an API client's own tools;
 - memory.py, budget.py, prompt.py  the conversation fitted to the model's budget; the step's prompt;
