@@ -1,6 +1,8 @@
 """An MCP server's question during a turn's tool call: asked of an operator, answered, declined or cancelled once,
 declined when nobody answers in time, and what the waiting call is told each time."""
 
+import concurrent.futures
+import sys
 import time
 
 import pytest
@@ -11,6 +13,10 @@ from agents.turns import questions
 from agents.turns.cancellation import cancel_turn
 from agents.turns.events import TurnTakenOver
 from agents.turns.questions import Outcome, QuestionClosed
+from agents.turns.sampling import turn_caller
+from catalog.mcp_client import client as mcp_client
+from catalog.mcp_client.callers import calling_as
+from catalog.models import McpServer
 from tests.support.builders import at_once, make_user
 
 pytestmark = pytest.mark.django_db
@@ -127,3 +133,29 @@ def test_two_operators_answering_at_once_are_decided_once(running_turn):
     assert all(isinstance(value, QuestionClosed) for kind, value in outcomes if kind == "error")
     closed = TurnEvent.objects.filter(turn=running_turn, phase=questions.CLOSED_PHASE)
     assert closed.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turns_mcp_call_waits_for_the_operators_answer_and_the_server_gets_it(settings, running_turn):
+    """The embedded path (SQLite, the call on the MCP client's loop thread, the wait in a thread of its own)."""
+    settings.TOOLHUB_MCP_TIMEOUT = 30
+    server = McpServer.objects.create(name="asking", command=sys.executable,
+                                      args=["-m", "tests.support.asking_mcp_server"])  # fmt: skip
+    caller = turn_caller(owner=running_turn.conversation.owner, conversation_id=running_turn.conversation_id,
+                         model=None, turn_id=running_turn.pk, attempt=1)  # fmt: skip
+
+    def call() -> str:
+        with calling_as(caller):
+            return mcp_client.call_tool(server, "ask", {"value": "Favourite colour?"}).content
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        result = pool.submit(call)
+        deadline = time.monotonic() + 30
+        while (question := ServerQuestion.objects.filter(status="pending").first()) is None:
+            assert time.monotonic() < deadline and not result.done(), "no question was asked"
+            time.sleep(0.05)
+        assert question.message == "Favourite colour?" and question.requested_schema["required"] == ["answer"]
+        assert 20 < (question.expires_at - timezone.now()).total_seconds() < 28  # the call's time less the margin
+        questions.answer_question(question_id=question.pk, user=make_user("alice"), content={"answer": "teal"})
+        assert result.result(timeout=30) == 'action=accept content={"answer": "teal"}'
+    mcp_client.close_all()
