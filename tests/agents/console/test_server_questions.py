@@ -7,6 +7,7 @@ import pytest
 from agents.console import fragments
 from agents.console.approval_inbox import waiting_count
 from agents.models import Conversation, ServerQuestion, Turn, TurnEvent
+from agents.openai_api.completions import sse_frames
 from agents.turns import questions
 from tests.support.builders import make_user
 
@@ -125,3 +126,12 @@ def test_a_live_question_renders_its_form_and_its_close_replaces_the_card():
                           "message": "🚫 ann declined the server's question"}}  # fmt: skip
     html = fragments.render_event(closed, can_decide=True)
     assert '<div id="question-5" class="question question-declined">' in html and "ann declined" in html
+
+
+def test_the_sse_stream_says_the_turn_waits_for_the_operator_with_the_questions_id():
+    event = {"turn": 7, "sequence": 3, "type": TurnEvent.Type.STATUS, "phase": questions.ASKED_PHASE,
+             "payload": {"question_id": 5, "question": "Sure?", "schema": SCHEMA,
+                         "message": "❓ Waiting for an answer from the operator: Sure?"}}  # fmt: skip
+    (frame,) = sse_frames(event, "chatcmpl-1", "toolhub")
+    assert (frame["type"], frame["phase"], frame["question_id"]) == ("status", "question_asked", 5)
+    assert frame["message"] == "❓ Waiting for an answer from the operator: Sure?" and "schema" not in frame
