@@ -91,11 +91,17 @@ def form_field(field: dict, *, required: bool) -> forms.Field:
     return forms.CharField(initial=default, strip=False, **lengths, **common)
 
 
+# The fields' names are the schema's behind this prefix ("field-colour"): a property may be called "decision" or
+# "next", as the form's own buttons and inputs are.
+FIELD_PREFIX = "field"
+
+
 class QuestionForm(forms.Form):
     """The answer to one question; `schema` is its stored requestedSchema (validated when asked)."""
 
     def __init__(self, schema: dict, *args: Any, **kwargs: Any):
         kwargs.setdefault("label_suffix", "")
+        kwargs.setdefault("prefix", FIELD_PREFIX)
         super().__init__(*args, **kwargs)
         self.kinds: dict[str, str] = {}
         required = set(schema.get("required") or [])

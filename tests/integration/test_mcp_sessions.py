@@ -259,7 +259,7 @@ def run_turn_answered_in_the_console(decision: dict) -> tuple[str, ServerQuestio
                 assert time.monotonic() < deadline and not answer.done(), "the turn asked no question"
                 time.sleep(0.2)
             shown = operator.get(f"/console/{question.turn.conversation_id}/").content.decode()
-            assert "waiting for an answer from the operator" in shown and 'name="answer"' in shown
+            assert "waiting for an answer from the operator" in shown and 'name="field-answer"' in shown
             posted = operator.post(f"/console/questions/{question.pk}/", decision, headers={"HX-Request": "true"})
             assert posted.status_code == 200, posted.content.decode()
             assert answer.result().choices[0].message.content == "Done."
@@ -269,7 +269,7 @@ def run_turn_answered_in_the_console(decision: dict) -> tuple[str, ServerQuestio
 
 
 def test_in_a_turn_an_operator_answers_an_upstream_elicitation_in_the_console_and_the_tool_gets_it():
-    result, question, requests = run_turn_answered_in_the_console({"decision": "answer", "answer": "teal"})
+    result, question, requests = run_turn_answered_in_the_console({"decision": "answer", "field-answer": "teal"})
     assert result == 'action=accept content={"answer": "teal"}'
     assert (question.status, question.answer, question.answered_by.username) == ("answered", {"answer": "teal"},
                                                                                   "answerer")  # fmt: skip

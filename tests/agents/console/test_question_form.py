@@ -26,7 +26,7 @@ SCHEMA = {
 def posted(**values) -> QueryDict:
     data = QueryDict(mutable=True)
     for key, value in values.items():
-        data.setlist(key, value if isinstance(value, list) else [value])
+        data.setlist(f"field-{key}", value if isinstance(value, list) else [value])
     return data
 
 
@@ -76,7 +76,7 @@ def test_labels_and_help_come_from_title_and_description_and_server_text_is_esca
     field = form["x"]
     assert "&lt;b&gt;Name&lt;/b&gt;" in field.label_tag() and "<b>" not in field.label_tag()
     assert field.help_text == "<script>alert(1)</script>"  # rendered with {{ }}: escaped by the template
-    assert 'id="q7-x"' in str(field) and "required" not in str(field)
+    assert 'name="field-x"' in str(field) and 'id="q7-field-x"' in str(field) and "required" not in str(field)
 
 
 def test_required_fields_are_marked_required_in_the_html():
@@ -84,3 +84,9 @@ def test_required_fields_are_marked_required_in_the_html():
     assert form.fields["name"].required and " required" in str(form["name"])
     assert not form.fields["subscribe"].required  # a box: unticked is an answer (false)
     assert form["subscribe"].initial is True  # the schema's default
+
+
+def test_a_property_named_like_the_forms_own_inputs_keeps_its_own_value():
+    schema = {"type": "object", "properties": {"decision": {"type": "string"}}, "required": ["decision"]}
+    form = QuestionForm(schema, QueryDict("decision=answer&field-decision=keep+it"))
+    assert form.is_valid() and form.content() == {"decision": "keep it"}

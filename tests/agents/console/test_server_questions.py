@@ -46,18 +46,18 @@ def test_the_conversation_page_shows_the_question_as_a_form_built_from_its_schem
     shown = card(page, asked)
     assert "waiting for an answer from the operator" in shown and "answer by <time" in shown
     assert "Which &lt;script&gt;alert(1)&lt;/script&gt; colour?" in shown and "<script>alert" not in page
-    label = f'for="question-{asked.pk}-colour">Colour &lt;i&gt;please&lt;/i&gt;</label>'
+    label = f'for="question-{asked.pk}-field-colour">Colour &lt;i&gt;please&lt;/i&gt;</label>'
     assert label + ' <span class="required">(required)' in shown
-    assert 'name="colour"' in shown and 'maxlength="10"' in shown and "One word" in shown
-    assert 'type="number" name="count"' in shown and 'min="1"' in shown
-    assert '<option value="l">Large</option>' in shown and 'type="checkbox" name="extras" value="y"' in shown
+    assert 'name="field-colour"' in shown and 'maxlength="10"' in shown and "One word" in shown
+    assert 'type="number" name="field-count"' in shown and 'min="1"' in shown
+    assert '<option value="l">Large</option>' in shown and 'type="checkbox" name="field-extras" value="y"' in shown
     assert 'value="answer">Submit</button>' in shown and 'value="decline" class="secondary" formnovalidate>' in shown
 
 
 def test_a_viewer_sees_the_question_but_no_form(client, asked):
     client.force_login(make_user("watcher", role="viewer"))
     page = client.get(f"/console/{asked.turn.conversation_id}/").content.decode()
-    assert "waiting for an answer from the operator" in page and 'name="colour"' not in page
+    assert "waiting for an answer from the operator" in page and 'name="field-colour"' not in page
     response = client.post(f"/console/questions/{asked.pk}/", {"decision": "decline"})
     assert response.status_code == 403
     assert ServerQuestion.objects.get(pk=asked.pk).status == "pending"
@@ -66,17 +66,18 @@ def test_a_viewer_sees_the_question_but_no_form(client, asked):
 def test_an_operators_answer_is_checked_against_the_schema_and_shown_again_with_its_errors(client, asked):
     client.force_login(make_user("second", role="operator"))
     url = f"/console/questions/{asked.pk}/"
-    bad = client.post(url, {"decision": "answer", "colour": "ultramarine blue", "count": "0"}, headers=HTMX)
+    bad = client.post(url, {"decision": "answer", "field-colour": "ultramarine blue", "field-count": "0"},
+                      headers=HTMX)  # fmt: skip
     assert bad.status_code == 400
     shown = bad.content.decode()
     assert "at most 10 characters" in shown and "greater than or equal to 1" in shown
     assert 'value="ultramarine blue"' in shown  # what was typed stays
-    plain = client.post(url, {"decision": "answer", "count": "2"})  # without JS: the question's page, 400
+    plain = client.post(url, {"decision": "answer", "field-count": "2"})  # without JS: the question's page, 400
     assert plain.status_code == 400 and "This field is required." in plain.content.decode()
     assert ServerQuestion.objects.get(pk=asked.pk).status == "pending"
 
-    good = client.post(url, {"decision": "answer", "colour": "teal", "count": "2", "extras": ["y"], "ok": "on"},
-                       headers=HTMX)  # fmt: skip
+    good = client.post(url, {"decision": "answer", "field-colour": "teal", "field-count": "2", "field-extras": ["y"],
+                             "field-ok": "on"}, headers=HTMX)  # fmt: skip
     assert good.status_code == 200
     assert "answered by second" in good.content.decode() and "name=" not in good.content.decode()
     asked.refresh_from_db()
@@ -98,7 +99,7 @@ def test_an_operator_declines_without_filling_the_form(client, asked):
 
 def test_a_post_without_a_decision_is_a_400_not_a_500(client, asked):
     client.force_login(make_user("second", role="operator"))
-    response = client.post(f"/console/questions/{asked.pk}/", {"colour": "x"}, headers=HTMX)
+    response = client.post(f"/console/questions/{asked.pk}/", {"field-colour": "x"}, headers=HTMX)
     assert response.status_code == 400 and "Choose Submit or Decline." in response.content.decode()
     assert client.post("/console/questions/999999/", {"decision": "decline"}).status_code == 404
 
@@ -108,7 +109,7 @@ def test_the_inbox_lists_a_waiting_question_with_its_form_and_counts_it(client, 
     client.force_login(operator)
     page = client.get("/approvals/").content.decode()
     item = page.split(f'id="inbox-question-{asked.pk}"')[1].split("</li>")[0]
-    assert "paint, turn" in item and "started by owner" in item and 'name="colour"' in item
+    assert "paint, turn" in item and "started by owner" in item and 'name="field-colour"' in item
     assert waiting_count(operator) == 1
     questions.decline_question(question_id=asked.pk, user=operator)
     assert waiting_count(operator) == 0
@@ -120,7 +121,7 @@ def test_a_live_question_renders_its_form_and_its_close_replaces_the_card():
              "payload": {"question_id": 5, "question": "Sure?", "schema": SCHEMA, "message": "❓ …",
                          "expires_at": "2030-01-01T00:00:00+00:00"}}  # fmt: skip
     html = fragments.render_event(event, can_decide=True)
-    assert 'id="question-5"' in html and 'name="colour"' in html and "An MCP server asks the operator" in html
+    assert 'id="question-5"' in html and 'name="field-colour"' in html and "An MCP server asks the operator" in html
     closed = {"turn": 7, "sequence": 4, "type": TurnEvent.Type.STATUS, "phase": questions.CLOSED_PHASE,
               "payload": {"question_id": 5, "decision": "declined",
                           "message": "🚫 ann declined the server's question"}}  # fmt: skip
