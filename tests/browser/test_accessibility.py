@@ -5,13 +5,15 @@ axe-core is vendored in tests/browser/vendor/ (see its README) and run inside ea
 evaluate, which the page's Content-Security-Policy does not govern (the page itself loads nothing new).
 """
 
+import datetime
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 from playwright.sync_api import expect
 
-from agents.models import Conversation, RoutingLog, Turn
+from agents.models import Conversation, RoutingLog, ServerQuestion, Turn
 from agents.turns.approvals import request_approval
 from agents.turns.start import create_turn
 from agents.turns.workflows import start_workflow
@@ -55,6 +57,19 @@ NOT_PAGES = {
     "approval-decide": "POST only (its buttons are on the conversation's page and /approvals/)",
     "turn-cancel": "POST only (its button is on the conversation's page)",
 }
+# A form with each kind of field an MCP server's question may ask for (agents/console/question_form.py).
+QUESTION_FORM = {
+    "type": "object",
+    "properties": {
+        "colour": {"type": "string", "title": "Colour", "description": "One word", "maxLength": 20},
+        "width": {"type": "integer", "title": "Width (px)", "minimum": 100},
+        "size": {"type": "string", "enum": ["s", "l"], "enumNames": ["Small", "Large"]},
+        "extras": {"type": "array", "title": "Extras", "items": {"type": "string", "enum": ["border", "shadow"]}},
+        "urgent": {"type": "boolean", "title": "Urgent"},
+        "contact": {"type": "string", "format": "email"},
+    },
+    "required": ["colour", "width"],
+}
 # Opens every disclosure (so what it hides is checked too), runs axe, keeps the serious and critical violations.
 RUN_AXE = """async () => {
   document.querySelectorAll('details').forEach((el) => { el.open = true; });
@@ -67,7 +82,7 @@ PAGE_NAMES = (
     "overview", "console", "console-conversation", "approvals", "turn-search", "tool-activity", "routing",
     "routing-detail", "workflows", "catalog", "tool-detail", "policies", "policy-detail", "policy-simulate",
     "policy-rollback", "policy-review", "knowledge", "knowledge-review", "knowledge-detail", "mcp-servers",
-    "mcp-server-detail", "mcp-server-add", "mcp-server-edit", "account",
+    "mcp-server-detail", "mcp-server-add", "mcp-server-edit", "account", "question",
 )  # fmt: skip
 
 
@@ -127,6 +142,10 @@ def build_pages(page, ask_in_console) -> dict[str, str]:
     Tool.objects.filter(pk=Tool.objects.exclude(name__in=("calculate", TOOL)).order_by("name")[0].pk).update(
         enabled=False
     )  # listed greyed out in the catalog and policies
+    question = ServerQuestion.objects.create(  # an MCP server's question, waiting: on its page and in the inbox
+        turn=turn, message="Which colour, size and extras should the banner have?", requested_schema=QUESTION_FORM,
+        expires_at=timezone.now() + datetime.timedelta(hours=1),
+    )  # fmt: skip
     snippet = stale_snippet("Accessibility: stale snippet", overdue=40)
     for width in ("1440", "390"):  # one reviewed at each width
         stale_snippet(f"Accessibility: reviewed at {width}", overdue=400)
@@ -157,6 +176,7 @@ def build_pages(page, ask_in_console) -> dict[str, str]:
         "mcp-server-edit": "/mcp-servers/loyalty/edit/",
         "turn-search (a bad date)": "/console/search/?since=2026-13-45",
         "account": "/account/",
+        "question": f"/console/questions/{question.pk}/",
     }
 
 
