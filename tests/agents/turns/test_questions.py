@@ -1,5 +1,6 @@
 """An MCP server's question during a turn's tool call: asked of an operator, answered, declined or cancelled once,
-declined when nobody answers in time, and what the waiting call is told each time."""
+declined when nobody answers in time, and what the waiting call is told each time. (Operators answering at once:
+tests/integration/test_questions_postgres.py.)"""
 
 import concurrent.futures
 import sys
@@ -17,7 +18,7 @@ from agents.turns.sampling import turn_caller
 from catalog.mcp_client import client as mcp_client
 from catalog.mcp_client.callers import calling_as
 from catalog.models import McpServer
-from tests.support.builders import at_once, make_user
+from tests.support.builders import make_user
 
 pytestmark = pytest.mark.django_db
 FORM = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
@@ -116,23 +117,6 @@ def test_a_turn_taken_over_while_its_question_waits_cancels_the_question(running
     outcome = questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1, until=time.monotonic() + 5)
     assert outcome == Outcome("cancel")
     assert ServerQuestion.objects.get(pk=question.pk).status == "cancelled"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_two_operators_answering_at_once_are_decided_once(running_turn):
-    question = ask(running_turn)
-    users = [make_user(f"op{i}", role="operator") for i in range(4)]
-
-    def answer(i):
-        if i % 2:
-            return questions.decline_question(question_id=question.pk, user=users[i]).status
-        return questions.answer_question(question_id=question.pk, user=users[i], content={"answer": f"a{i}"}).status
-
-    outcomes = at_once(4, answer)
-    assert [kind for kind, _ in outcomes].count("ok") == 1
-    assert all(isinstance(value, QuestionClosed) for kind, value in outcomes if kind == "error")
-    closed = TurnEvent.objects.filter(turn=running_turn, phase=questions.CLOSED_PHASE)
-    assert closed.count() == 1
 
 
 @pytest.mark.django_db(transaction=True)
