@@ -1,24 +1,27 @@
 """An MCP server's question (elicitation/create) during a turn's tool call, asked of an operator in the console.
 
-`ask_and_wait` (the turn's Caller.elicit runs it in a thread, agents.turns.sampling) stores a pending ServerQuestion
-with the server's message and form and the tool call's remaining time as its deadline, emits a status event with
-both (the conversation page shows the form, the SSE stream the status), and waits, polling the row, until the
-question is answered, declined, cancelled with its turn or out of time. Taken once, as an approval is decided
-(agents.turns.approvals): each close is an UPDATE that only matches a pending row (and, for an operator's answer, one
-within its deadline), and says so with a status event. Who answers: an operator with the approve permission
-(approvals.PERMISSION, agents.access.abilities.ANSWER_QUESTION). The answer's form is checked against the server's
-schema by agents.console.question_form before it comes here. Never talks to the MCP server itself.
+`ask_and_wait` (the turn's Caller.elicit awaits it on the MCP client's loop, agents.turns.sampling) stores a pending
+ServerQuestion with the server's message and form and the tool call's remaining time as its deadline, emits a
+status event with both (the conversation page shows the form, the SSE stream the status), and waits as a direct
+/mcp call waits for its approval (looking at the row every POLL_SECONDS from a worker thread) until the question is
+answered, declined, cancelled with its turn, withdrawn (the call stopped waiting) or out of time. Taken once, as an
+approval is decided (agents.turns.approvals): each close is an UPDATE that only matches a pending row (and, for an
+operator's answer, one within its deadline), and says so with a status event. Who answers: an operator with the
+approve permission (approvals.PERMISSION, agents.access.abilities.ANSWER_QUESTION). The answer's form is checked
+against the server's schema by agents.console.question_form before it comes here. Never talks to the MCP server.
 """
 
+import asyncio
 import dataclasses
 import datetime
 import json
 import logging
-import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
-from django.db import connection, transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from agents.models import ServerQuestion, Turn, TurnEvent
@@ -33,6 +36,7 @@ ASKED_PHASE = "question_asked"
 CLOSED_PHASE = "question_closed"
 POLL_SECONDS = 0.5
 Status = ServerQuestion.Status
+T = TypeVar("T")
 
 
 class QuestionClosed(Exception):
@@ -47,17 +51,15 @@ class Outcome:
     content: dict[str, Any] | None = None
 
 
-def ask_and_wait(*, turn_id: int, attempt: int, message: str, schema: dict[str, Any], seconds: float) -> Outcome:
-    """Ask the operator (blocking, for at most `seconds`) and return what the server is told. A turn no longer run
-    by `attempt` (cancelled, taken over) is not asked: "cancel"."""
+async def ask_and_wait(*, turn_id: int, attempt: int, message: str, schema: dict[str, Any], seconds: float) -> Outcome:
+    """Ask the operator and wait (on the caller's event loop, for at most `seconds`); what the server is told. A turn
+    no longer run by `attempt` (cancelled, taken over) is not asked: "cancel"."""
     try:
-        try:
-            question = ask(turn_id=turn_id, attempt=attempt, message=message, schema=schema, seconds=seconds)
-        except TurnTakenOver:
-            return Outcome("cancel")
-        return wait_for_answer(question.pk, turn_id=turn_id, attempt=attempt, until=time.monotonic() + seconds)
-    finally:
-        connection.close()  # a thread of the MCP client's loop: its connection is not the request's to reuse
+        question = await _in_thread(ask)(turn_id=turn_id, attempt=attempt, message=message, schema=schema,
+                                         seconds=seconds)  # fmt: skip
+    except TurnTakenOver:
+        return Outcome("cancel")
+    return await wait_for_answer(question.pk, turn_id=turn_id, attempt=attempt)
 
 
 def ask(*, turn_id: int, attempt: int, message: str, schema: dict[str, Any], seconds: float) -> ServerQuestion:
@@ -72,25 +74,51 @@ def ask(*, turn_id: int, attempt: int, message: str, schema: dict[str, Any], sec
     return question
 
 
-def wait_for_answer(question_id: int, *, turn_id: int, attempt: int, until: float) -> Outcome:
-    """Poll the question until it is closed; at `until` (time.monotonic) close it as expired, and when the turn is no
-    longer run by `attempt` as cancelled."""
-    while True:
-        row = (ServerQuestion.objects.filter(pk=question_id)
-               .values_list("status", "answer", "turn__status", "turn__attempt").first())  # fmt: skip
-        if row is None:  # its turn was deleted (retention): nobody answers any more
-            return Outcome("cancel")
-        status, answer, turn_status, turn_attempt = row
-        if status != Status.PENDING:
-            return outcome_of(status, answer)
-        if turn_status != Turn.Status.RUNNING or turn_attempt != attempt:
-            close_with_turn(question_id, turn_id=turn_id)
-            return outcome_of(current_status(question_id), answer)
-        if time.monotonic() >= until:
-            if expire(question_id, turn_id=turn_id, attempt=attempt):
-                return Outcome("decline")
-            continue  # answered meanwhile: read what
-        time.sleep(min(POLL_SECONDS, max(until - time.monotonic(), 0)))
+async def wait_for_answer(question_id: int, *, turn_id: int, attempt: int) -> Outcome:
+    """Wait until the question is closed, as a direct /mcp call waits for its approval
+    (agents.mcp_gateway.call_approvals): looking every POLL_SECONDS, holding no thread or database connection in
+    between. Cancelled (the tool call stopped waiting): the question is withdrawn."""
+    try:
+        while (outcome := await _in_thread(settle)(question_id, turn_id=turn_id, attempt=attempt)) is None:
+            await asyncio.sleep(POLL_SECONDS)
+    except asyncio.CancelledError:
+        await asyncio.shield(_in_thread(withdraw)(question_id, turn_id=turn_id, attempt=attempt,
+                                                  why="the tool call stopped waiting for it"))  # fmt: skip
+        raise
+    return outcome
+
+
+def settle(question_id: int, *, turn_id: int, attempt: int) -> Outcome | None:
+    """The question's outcome, or None while it waits. A pending one past its deadline is closed as expired here
+    (declined), and one whose turn is no longer run by `attempt` as cancelled."""
+    row = (ServerQuestion.objects.filter(pk=question_id)
+           .values_list("status", "answer", "expires_at", "turn__status", "turn__attempt").first())  # fmt: skip
+    if row is None:  # its turn was deleted (retention): nobody answers any more
+        return Outcome("cancel")
+    status, answer, expires_at, turn_status, turn_attempt = row
+    if status != Status.PENDING:
+        return outcome_of(status, answer)
+    if turn_status != Turn.Status.RUNNING or turn_attempt != attempt:
+        withdraw(question_id, turn_id=turn_id, attempt=attempt, why="its turn is no longer running")
+    elif expires_at <= timezone.now():
+        expire(question_id, turn_id=turn_id, attempt=attempt)
+    else:
+        return None
+    status, answer = ServerQuestion.objects.filter(pk=question_id).values_list("status", "answer").get()
+    return outcome_of(status, answer)  # what closed it: this, or an answer a moment before
+
+
+def _in_thread(work: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """`work` run from the MCP client's loop as a request is: in a worker thread of its own, whose database
+    connection closes afterwards (catalog.mcp_oauth.grants does the same)."""
+
+    def run(*args: Any, **kwargs: Any) -> T:
+        try:
+            return work(*args, **kwargs)
+        finally:
+            connections.close_all()
+
+    return sync_to_async(run, thread_sensitive=False)
 
 
 def outcome_of(status: str, answer: dict[str, Any] | None) -> Outcome:
@@ -151,12 +179,21 @@ def expire(question_id: int, *, turn_id: int, attempt: int) -> bool:
     return True
 
 
-def close_with_turn(question_id: int, *, turn_id: int) -> None:
-    """The turn ended (or was taken over) under a pending question: cancelled, so nobody answers it any more."""
-    if ServerQuestion.objects.filter(pk=question_id, status=Status.PENDING).update(
-        status=Status.CANCELLED, answered_at=timezone.now()
-    ):
-        log.info("question %s of turn %s cancelled: its turn is no longer running", question_id, turn_id)
+def withdraw(question_id: int, *, turn_id: int, attempt: int, why: str) -> bool:
+    """Close a pending question nobody waits for any more as cancelled (the server, if still there, is told
+    cancel), with an event while `attempt` still runs the turn; False if it was closed first."""
+    with transaction.atomic():
+        if not ServerQuestion.objects.filter(pk=question_id, status=Status.PENDING).update(
+            status=Status.CANCELLED, answered_at=timezone.now()
+        ):
+            return False
+        log.info("question %s of turn %s withdrawn: %s", question_id, turn_id, why)
+        try:
+            emit(turn_id, TurnEvent.Type.STATUS, phase=CLOSED_PHASE, attempt=attempt, question_id=question_id,
+                 decision=Status.CANCELLED, message=f"⏹ The server's question was withdrawn: {why}")  # fmt: skip
+        except TurnTakenOver:
+            pass  # the turn ended or was taken over: it shows no more events of this run
+    return True
 
 
 def cancel_pending(*, turn_id: int, user: User) -> list[int]:

@@ -49,17 +49,17 @@ def turn_caller(*, owner: Any, conversation_id: int, model: Provider, turn_id: i
 
 
 def ask_operator(*, turn_id: int, attempt: int) -> ElicitAnswer:
-    """The Caller.elicit of a turn: a question to the operator (agents.turns.questions), waited for off the MCP
-    client's loop, and its outcome as the server's ElicitResult."""
+    """The Caller.elicit of a turn: a question to the operator (agents.turns.questions), waited for on the MCP
+    client's loop without holding it (the database is read in worker threads), and its outcome as the server's
+    ElicitResult."""
 
     async def elicit(params: types.ElicitRequestParams, seconds: float) -> types.ElicitResult | types.ErrorData:
         if isinstance(params, types.ElicitRequestURLParams):
             return types.ErrorData(code=types.INVALID_REQUEST,
                                    message=f"toolhub declined the elicitation: {CANNOT_ELICIT_URL}.")  # fmt: skip
-        outcome = await asyncio.to_thread(
-            questions.ask_and_wait, turn_id=turn_id, attempt=attempt, message=params.message,
-            schema=params.requested_schema, seconds=max(seconds - ANSWER_MARGIN_SECONDS, 0.5),
-        )  # fmt: skip
+        outcome = await questions.ask_and_wait(turn_id=turn_id, attempt=attempt, message=params.message,
+                                               schema=params.requested_schema,
+                                               seconds=max(seconds - ANSWER_MARGIN_SECONDS, 0.5))  # fmt: skip
         if outcome.action == "accept":
             return types.ElicitResult(action="accept", content=outcome.content)
         return types.ElicitResult(action="decline" if outcome.action == "decline" else "cancel")

@@ -2,6 +2,7 @@
 declined when nobody answers in time, and what the waiting call is told each time. (Operators answering at once:
 tests/integration/test_questions_postgres.py.)"""
 
+import asyncio
 import concurrent.futures
 import sys
 import time
@@ -36,6 +37,10 @@ def ask(turn, seconds=30.0) -> ServerQuestion:
                          seconds=seconds)  # fmt: skip
 
 
+def settle(question: ServerQuestion) -> Outcome | None:
+    return questions.settle(question.pk, turn_id=question.turn_id, attempt=1)
+
+
 def statuses(turn) -> list[tuple[str, str]]:
     events = TurnEvent.objects.filter(turn=turn, type=TurnEvent.Type.STATUS).order_by("sequence")
     return [(event.phase, event.payload["message"]) for event in events]
@@ -55,8 +60,6 @@ def test_a_turn_no_longer_run_by_the_attempt_is_not_asked(running_turn):
     with pytest.raises(TurnTakenOver):
         ask(running_turn)
     assert not ServerQuestion.objects.exists()
-    outcome = questions.ask_and_wait(turn_id=running_turn.pk, attempt=1, message="?", schema=FORM, seconds=5)
-    assert outcome == Outcome("cancel")
 
 
 def test_an_answer_is_taken_once_and_the_waiting_call_gets_it(running_turn):
@@ -67,7 +70,7 @@ def test_an_answer_is_taken_once_and_the_waiting_call_gets_it(running_turn):
         questions.decline_question(question_id=question.pk, user=make_user("bob", role="operator"))
     question.refresh_from_db()
     assert (question.status, question.answer, question.answered_by) == ("answered", {"answer": "blue"}, operator)
-    outcome = questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1, until=time.monotonic() + 5)
+    outcome = settle(question)
     assert outcome == Outcome("accept", {"answer": "blue"})
     answered = '💬 alice answered the server\'s question: {"answer": "blue"}'
     assert statuses(running_turn)[-1] == ("question_closed", answered)
@@ -76,14 +79,16 @@ def test_an_answer_is_taken_once_and_the_waiting_call_gets_it(running_turn):
 def test_a_decline_is_told_as_declined_and_says_who(running_turn):
     question = ask(running_turn)
     questions.decline_question(question_id=question.pk, user=make_user("alice", role="operator"))
-    outcome = questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1, until=time.monotonic() + 5)
+    outcome = settle(question)
     assert outcome == Outcome("decline")
     assert statuses(running_turn)[-1] == ("question_closed", "🚫 alice declined the server's question")
 
 
 def test_nobody_answering_in_time_declines_it_with_the_reason_in_the_timeline_and_the_log(running_turn, caplog):
-    question = ask(running_turn, seconds=0.2)
-    outcome = questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1, until=time.monotonic() + 0.2)
+    question = ask(running_turn, seconds=30)
+    assert settle(question) is None  # it waits
+    ServerQuestion.objects.filter(pk=question.pk).update(expires_at=timezone.now())
+    outcome = settle(question)
     assert outcome == Outcome("decline")
     question.refresh_from_db()
     assert question.status == "expired" and question.answered_by is None
@@ -107,16 +112,38 @@ def test_cancelling_the_turn_cancels_its_question_and_the_waiting_call_is_told_c
     question.refresh_from_db()
     assert question.status == "cancelled"
     assert ("question_closed", "⏹ The server's question was cancelled with the turn by alice") in statuses(running_turn)
-    outcome = questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1, until=time.monotonic() + 5)
+    outcome = settle(question)
     assert outcome == Outcome("cancel")
 
 
-def test_a_turn_taken_over_while_its_question_waits_cancels_the_question(running_turn):
+def test_a_turn_taken_over_while_its_question_waits_withdraws_the_question(running_turn, caplog):
     question = ask(running_turn)
     Turn.objects.filter(pk=running_turn.pk).update(attempt=2)  # the watchdog restarted it
-    outcome = questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1, until=time.monotonic() + 5)
+    outcome = settle(question)
     assert outcome == Outcome("cancel")
     assert ServerQuestion.objects.get(pk=question.pk).status == "cancelled"
+    assert "withdrawn: its turn is no longer running" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wait_the_tool_call_gives_up_withdraws_the_question_and_a_turn_not_running_is_not_asked(running_turn):
+    question = ask(running_turn)
+
+    async def give_up() -> None:
+        waiting = asyncio.ensure_future(questions.wait_for_answer(question.pk, turn_id=running_turn.pk, attempt=1))
+        await asyncio.sleep(0.3)  # it has looked once at least
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(give_up())
+    assert ServerQuestion.objects.get(pk=question.pk).status == "cancelled"
+    assert statuses(running_turn)[-1] == (
+        "question_closed", "⏹ The server's question was withdrawn: the tool call stopped waiting for it")  # fmt: skip
+    Turn.objects.filter(pk=running_turn.pk).update(status=Turn.Status.CANCELLED)
+    asked = questions.ask_and_wait(turn_id=running_turn.pk, attempt=1, message="?", schema=FORM, seconds=5)
+    assert asyncio.run(asked) == Outcome("cancel")
+    assert ServerQuestion.objects.count() == 1
 
 
 @pytest.mark.django_db(transaction=True)
