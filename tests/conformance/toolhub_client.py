@@ -5,8 +5,10 @@ the scenario's name in MCP_CONFORMANCE_SCENARIO and its credentials, if any, in 
 toolhub does for an admin: connect (catalog.mcp_client.client); when the server answers 401, sign in with OAuth
 (catalog.mcp_oauth.flow: the browser's part is played here by reading the authorization server's redirect, as the
 scenarios approve at once), then list the tools and call each with arguments made from its schema. A 403 naming a
-scope is answered as the message tells an admin to: ask for that scope too and connect again (once). Tokens stay in
-memory; nothing touches a database.
+scope is answered as the message tells an admin to: ask for that scope too and connect again (once). A server's
+elicitation during a call gets what an operator who accepts the console's form as shown sends: the form toolhub builds
+from the requestedSchema (agents.console.question_form), prefilled with the schema's defaults, submitted unchanged.
+Tokens stay in memory; nothing touches a database.
 
     .venv/bin/python tests/conformance/toolhub_client.py http://localhost:3000/mcp
 """
@@ -26,8 +28,12 @@ import django  # noqa: E402
 django.setup()
 
 import httpx2  # noqa: E402
+import mcp_types as types  # noqa: E402
+from django.http import QueryDict  # noqa: E402
 
+from agents.console.question_form import QuestionForm  # noqa: E402
 from catalog.mcp_client import client as mcp  # noqa: E402
+from catalog.mcp_client.callers import Caller  # noqa: E402
 from catalog.mcp_oauth import flow  # noqa: E402
 from catalog.mcp_oauth.auth import MemoryGrantStore, StoredGrant, UpstreamOAuth  # noqa: E402
 
@@ -62,6 +68,34 @@ def sign_in(url: str, scenario: str, context: dict, scope: str = "") -> Upstream
     return UpstreamOAuth(key=f"{NAME}:{scope}", store=MemoryGrantStore(f"MCP server {NAME!r}", stored))
 
 
+def as_shown(form: QuestionForm) -> QueryDict:
+    """What the browser posts for `form` untouched: each field's initial value (a ticked box is "on")."""
+    posted = QueryDict(mutable=True)
+    for name, field in form.fields.items():
+        value = form.get_initial_for_field(field, name)
+        if value is None or value is False:
+            continue
+        key = form.add_prefix(name)
+        if isinstance(value, list):
+            posted.setlist(key, [str(item) for item in value])
+        else:
+            posted[key] = "on" if value is True else str(value)
+    return posted
+
+
+async def operator_accepts_as_shown(params: types.ElicitRequestParams, seconds: float) -> types.ElicitResult:
+    schema = params.requested_schema
+    answered = QuestionForm(schema, as_shown(QuestionForm(schema)))
+    if not answered.is_valid():
+        print(f"the form as shown is not a valid answer: {answered.first_error()}")
+        return types.ElicitResult(action="decline")
+    print(f"the operator accepts the form as shown: {answered.content()}")
+    return types.ElicitResult(action="accept", content=answered.content())
+
+
+OPERATOR = Caller(elicit=operator_accepts_as_shown, cannot_ask="only elicitation is answered here")
+
+
 def arguments_for(schema: dict) -> dict:
     properties = schema.get("properties") or {}
     return {name: SAMPLE.get(properties.get(name, {}).get("type"), "toolhub") for name in schema.get("required", [])}
@@ -90,7 +124,8 @@ def session(url: str, scenario: str, context: dict) -> None:
         tools = run(mcp._list(endpoint, mcp.mcp_timeout(), mcp.max_tools()))
     print(f"tools: {[tool['name'] for tool in tools]}")
     for tool in tools:
-        result = run(mcp._call(endpoint, tool["name"], arguments_for(tool["input_schema"]), mcp.mcp_timeout()))
+        result = run(mcp._call(endpoint, tool["name"], arguments_for(tool["input_schema"]), mcp.mcp_timeout(),
+                               caller=OPERATOR))  # fmt: skip
         wanted = missing_scope() if result.is_error else ""
         if wanted and endpoint.oauth is not None:
             granted = run(endpoint.oauth.store.load()).tokens.scope or ""
@@ -99,7 +134,8 @@ def session(url: str, scenario: str, context: dict) -> None:
             run(mcp._disconnect(mcp._loop_thread(), NAME))
             endpoint = mcp.Endpoint(name=NAME, transport=mcp.STREAMABLE_HTTP, url=url,
                                     oauth=sign_in(url, scenario, context, scope))  # fmt: skip
-            result = run(mcp._call(endpoint, tool["name"], arguments_for(tool["input_schema"]), mcp.mcp_timeout()))
+            result = run(mcp._call(endpoint, tool["name"], arguments_for(tool["input_schema"]), mcp.mcp_timeout(),
+                                   caller=OPERATOR))  # fmt: skip
         print(f"{tool['name']}: {'error: ' if result.is_error else ''}{result.content[:200]}")
 
 

@@ -29,17 +29,6 @@ SUITE = CONFORMANCE / "node_modules/@modelcontextprotocol/conformance/dist/index
 CLIENT = f"{sys.executable} {CONFORMANCE / 'toolhub_client.py'}"
 
 EXPECTED_NOT_PASSING = {
-    "elicitation-sep1034-client-defaults": (
-        {
-            "client-elicitation-sep1034-general": "FAILURE",
-            "client-elicitation-sep1034-string-default": "FAILURE",
-            "client-elicitation-sep1034-integer-default": "FAILURE",
-            "client-elicitation-sep1034-number-default": "FAILURE",
-            "client-elicitation-sep1034-enum-default": "FAILURE",
-            "client-elicitation-sep1034-boolean-default": "FAILURE",
-        },
-        "toolhub's connection to a server is shared by all its users, so it offers no elicitation (as in server mode)",
-    ),  # fmt: skip
     "auth/basic-cimd": (
         {"cimd-client-id-used": "WARNING"},
         "a client ID metadata document needs a public https URL for toolhub's client metadata; toolhub registers "
