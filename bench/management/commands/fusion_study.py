@@ -6,7 +6,9 @@ the dense cosine plus w x BM25 / the query's peak BM25 for a grid of w, both ran
 standardised over the catalog (z-scores) and summed with BM25's weighted by w, reciprocal-rank
 fusion (k=60), and either ranking alone; with two models, their cosines summed (the second
 weighted by a) plus w x BM25 / peak; with --by-feature, the linear fusion per quartile of
-a query feature (its words, its BM25 peak gap, its top cosine). It prints recall@5, NDCG@10 and completeness@10
+a query feature (its words, its BM25 peak gap, its top cosine); with --self-retrieval, the weight each of
+bench.self_retrieval's pseudo-query generators would choose from the catalog alone, beside the one the real queries
+want, and the catalog's statistics. It prints recall@5, NDCG@10 and completeness@10
 per set, model and fusion, and writes them as JSON (--out). Vectors come from the machine's
 vector file when TOOLHUB_VECTOR_CACHE is set, so a second run costs seconds.
 
@@ -22,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
+from bench import self_retrieval
 from bench.evaluation import BenchFileError, load_catalog, load_queries, ndcg_at_k, tool_documents
 from catalog.search import embeddings
 from catalog.search.index import ToolSearchIndex, dense_text
@@ -30,6 +33,8 @@ WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5)
 # z-score fusion: each ranking standardised over the catalog per query, BM25's weighted by w.
 Z_WEIGHTS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 RRF_K = 60
+# Reciprocal-rank fusion's k, per catalog: does another k than 60 suit a set?
+RRF_KS = (5, 20, RRF_K, 200)
 # Two models' cosines summed: the second model's weight a (the first's is 1).
 ENSEMBLE_WEIGHTS = (0.5, 1.0, 1.5)
 DEPTH = 10
@@ -57,6 +62,12 @@ class Command(BaseCommand):
             action="store_true",
             help="Also score the linear fusion per quartile of a query feature (words, BM25 peak gap, top cosine): "
             "does any feature of a query tell which weight it wants?",
+        )
+        parser.add_argument(
+            "--self-retrieval",
+            action="store_true",
+            help="Also choose the weight from the catalog alone (pseudo-queries made from its tools, "
+            "bench/self_retrieval.py) and print it beside the weight the real queries want.",
         )
 
     def handle(self, *args, **options):
@@ -92,6 +103,12 @@ class Command(BaseCommand):
                     "fusions": {label: score(s, lexical_index.names, expected) for label, s in fusions},
                 }
                 self.print_rows(name, model, figures["models"][model]["fusions"])
+                if options["self_retrieval"]:
+                    figures["models"][model]["self_retrieval"] = chosen = self.self_retrieval(
+                        documents, lexical_index, tool_vectors, model, options["seed"]
+                    )
+                    figures["models"][model]["catalog"] = self_retrieval.catalog_statistics(documents, tool_vectors)
+                    self.print_self_retrieval(name, model, chosen, figures["models"][model])
                 if options["by_feature"]:
                     features = query_features([q.query for q in queries], cosines, lexical)
                     figures["models"][model]["by_feature"] = by_feature = self.by_feature(
@@ -123,7 +140,34 @@ class Command(BaseCommand):
         for weight in Z_WEIGHTS:
             yield f"z w={weight}", dense_z + weight * lexical_z
         yield "bm25 only", lexical
-        yield f"rrf k={RRF_K}", reciprocal_rank_fusion(cosines, lexical)
+        for k in RRF_KS:
+            yield f"rrf k={k}", reciprocal_rank_fusion(cosines, lexical, k=k)
+
+    def self_retrieval(self, documents, lexical_index, tool_vectors, model: str, seed: int) -> dict:
+        """{generator: self_retrieval's figures} over the WEIGHTS grid (w=0 included: dense alone may win)."""
+        return {
+            generator: self_retrieval.self_retrieval(
+                documents,
+                lexical_index=lexical_index,
+                tool_vectors=tool_vectors,
+                embed=lambda texts: embeddings.embed_texts(texts, model=model),
+                generator=generator,
+                weights=WEIGHTS,
+                seed=seed,
+            )
+            for generator in self_retrieval.GENERATORS
+        }
+
+    def print_self_retrieval(self, name: str, model: str, chosen: dict, figures: dict):
+        linear = {label: values for label, values in figures["fusions"].items() if label.startswith("linear w=")}
+        wanted = max(linear, key=lambda label: linear[label]["recall@5"]).removeprefix("linear w=")
+        self.stdout.write(f"{name:<12} {model:<22} real queries want w={wanted}; catalog {figures['catalog']}")
+        for generator, result in chosen.items():
+            figures_ = " ".join(f"{w}:{v['recall@5']:.3f}" for w, v in result["by_weight"].items())
+            self.stdout.write(
+                f"{name:<12} {model:<22} self-retrieval {generator} ({result['queries']}) chooses "
+                f"w={result['chosen']}  {figures_}"
+            )
 
     def ensembles(self, first: np.ndarray, second: np.ndarray, lexical: np.ndarray):
         """Both models' cosines summed (the second weighted by a), plus w x BM25 / the query's peak."""
