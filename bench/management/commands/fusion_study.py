@@ -75,7 +75,14 @@ class Command(BaseCommand):
         unknown = [m for m in models if m not in embeddings.MODEL_NAMES]
         if unknown:
             raise CommandError(f"unknown model(s): {', '.join(unknown)}")
-        report = {"weights": WEIGHTS, "z_weights": Z_WEIGHTS, "rrf_k": RRF_K, "sets": {}}
+        report = {
+            "weights": WEIGHTS,
+            "z_weights": Z_WEIGHTS,
+            "rrf_ks": RRF_KS,
+            "sample": options["sample"],
+            "seed": options["seed"],
+            "sets": {},
+        }
         for name, catalog_path, queries_path in options["set"]:
             try:
                 tools = load_catalog(catalog_path)
