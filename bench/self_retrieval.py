@@ -3,7 +3,7 @@
 From a seeded sample of a catalog's tools it makes pseudo-queries (GENERATORS) and scores, for each weight w of a
 grid, how well the linear fusion the index uses (cosine + w x BM25 / the query's peak BM25) finds each pseudo-query's
 own tool: recall@5 and MRR. `fusion_study --self-retrieval` prints the weight each generator would choose beside the
-weight the set's real queries want. Measured 2026-12-07 (bench/results/fusion-2026-12-07-self-retrieval.json,
+weight the set's real queries want. Measured 2026-12-07 (bench/results/fusion-2026-12-07-weight-per-catalog.json,
 docs/benchmarks/index.md): the chosen weight does not follow the wanted one, so catalog.search does not use this.
 Benchmark code: it never runs in a request and never writes.
 """
