@@ -75,7 +75,7 @@ def parameter_descriptions(document: ToolDocument, rng: random.Random) -> Pseudo
 
 def held_out_part(document: ToolDocument, rng: random.Random) -> PseudoQuery | None:
     """The first sentence (or, with one sentence, a seeded half of its words) as the query, and the tool scored on
-    its document without it: the query's words are not copied from what it is matched against."""
+    its document without it: the query is not copied from what it is matched against (which may share words)."""
     sentences = _sentences(document.description)
     if len(sentences) >= 2:
         part, rest = sentences[0], " ".join(sentences[1:])
