@@ -19,7 +19,8 @@ requests), so indexed, MiniLM's hybrid scored recall@5 0.361 at w = 0.1 and 0.37
 w = 0.05, BM25 alone 0.317 (fusion_study, bench/results/fusion-2026-12-05-toollens-train-sample.json). Across
 ToolLens, Seal-Tools' dev sample and the shared dev set (bench/results/fusion-2026-12-06-*.json) no fusion wins on
 all three (Seal-Tools wants w up to 1.0, the shared dev set 0.05-0.1; z-score and reciprocal-rank fusion win on none),
-so the weight stays 0.1 (docs/benchmarks/index.md).
+so the weight stays 0.1 (docs/benchmarks/index.md). Chosen per catalog from pseudo-queries made of its own tools, it
+does not follow what each set wants (bench/results/fusion-2026-12-07-weight-per-catalog.json).
 
 Examples (ToolExample: past queries a tool served, approved) add a boost on top:
 take the EXAMPLE_NEIGHBOURS examples nearest the query (cosine); an example counts

@@ -241,3 +241,13 @@ def test_split_history_halves_the_queries_by_id_the_same_way_every_time(bench_fi
     report = run_route_eval("--catalog", str(catalog), "--queries", str(path), "--split-history")
     first, second = split_by_id(load_queries(path))
     assert report["n_queries"] == len(second) and report["history"]["n_history_queries"] == len(first)
+
+
+def test_route_eval_sample_ranks_the_same_seeded_subset_every_time(bench_files, monkeypatch):
+    monkeypatch.setattr(embeddings, "embed_texts", bag_of_words_embedder)
+    monkeypatch.setattr(embeddings, "load_model", lambda model=None: None)
+    catalog, queries = bench_files
+    first = run_route_eval("--catalog", str(catalog), "--queries", str(queries), "--sample", "2", "--seed", "7")
+    again = run_route_eval("--catalog", str(catalog), "--queries", str(queries), "--sample", "2", "--seed", "7")
+    assert first["n_queries"] == 2
+    assert first["per_source"] == again["per_source"]

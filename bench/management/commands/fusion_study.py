@@ -6,7 +6,10 @@ the dense cosine plus w x BM25 / the query's peak BM25 for a grid of w, both ran
 standardised over the catalog (z-scores) and summed with BM25's weighted by w, reciprocal-rank
 fusion (k=60), and either ranking alone; with two models, their cosines summed (the second
 weighted by a) plus w x BM25 / peak; with --by-feature, the linear fusion per quartile of
-a query feature (its words, its BM25 peak gap, its top cosine). It prints recall@5, NDCG@10 and completeness@10
+a query feature (its words, its BM25 peak gap, its top cosine); with --self-retrieval, the weight each of
+bench.self_retrieval's pseudo-query generators would choose from the catalog alone, beside the one the real queries
+want, and the catalog's statistics; with --choose-from N,..., how a weight chosen on N of the set's labelled
+queries (a catalog's approved examples, say) does on the others. It prints recall@5, NDCG@10 and completeness@10
 per set, model and fusion, and writes them as JSON (--out). Vectors come from the machine's
 vector file when TOOLHUB_VECTOR_CACHE is set, so a second run costs seconds.
 
@@ -22,17 +25,24 @@ from pathlib import Path
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
+from bench import self_retrieval
 from bench.evaluation import BenchFileError, load_catalog, load_queries, ndcg_at_k, tool_documents
 from catalog.search import embeddings
-from catalog.search.index import ToolSearchIndex, dense_text
+from catalog.search.index import BM25_WEIGHT, ToolSearchIndex, dense_text
 
 WEIGHTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5)
 # z-score fusion: each ranking standardised over the catalog per query, BM25's weighted by w.
 Z_WEIGHTS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 RRF_K = 60
+# Reciprocal-rank fusion's k, per catalog: does another k than 60 suit a set?
+RRF_KS = (5, 20, RRF_K, 200)
 # Two models' cosines summed: the second model's weight a (the first's is 1).
 ENSEMBLE_WEIGHTS = (0.5, 1.0, 1.5)
 DEPTH = 10
+# --choose-from: random draws of the labelled queries per size, and by how much (recall@5 on the labelled
+# queries) a weight must beat the shipped one to replace it.
+CHOICE_ROUNDS = 300
+CHOICE_MARGINS = (0.0, 0.03)
 
 
 class Command(BaseCommand):
@@ -58,13 +68,32 @@ class Command(BaseCommand):
             help="Also score the linear fusion per quartile of a query feature (words, BM25 peak gap, top cosine): "
             "does any feature of a query tell which weight it wants?",
         )
+        parser.add_argument(
+            "--choose-from",
+            default="",
+            help="Comma-separated sizes N: choose the weight on N random labelled queries of the set (ties keep the "
+            "shipped weight), score it on the others; repeated CHOICE_ROUNDS times.",
+        )
+        parser.add_argument(
+            "--self-retrieval",
+            action="store_true",
+            help="Also choose the weight from the catalog alone (pseudo-queries made from its tools, "
+            "bench/self_retrieval.py) and print it beside the weight the real queries want.",
+        )
 
     def handle(self, *args, **options):
         models = [m.strip() for m in options["models"].split(",") if m.strip()]
         unknown = [m for m in models if m not in embeddings.MODEL_NAMES]
         if unknown:
             raise CommandError(f"unknown model(s): {', '.join(unknown)}")
-        report = {"weights": WEIGHTS, "z_weights": Z_WEIGHTS, "rrf_k": RRF_K, "sets": {}}
+        report = {
+            "weights": WEIGHTS,
+            "z_weights": Z_WEIGHTS,
+            "rrf_ks": RRF_KS,
+            "sample": options["sample"],
+            "seed": options["seed"],
+            "sets": {},
+        }
         for name, catalog_path, queries_path in options["set"]:
             try:
                 tools = load_catalog(catalog_path)
@@ -92,6 +121,24 @@ class Command(BaseCommand):
                     "fusions": {label: score(s, lexical_index.names, expected) for label, s in fusions},
                 }
                 self.print_rows(name, model, figures["models"][model]["fusions"])
+                if options["choose_from"]:
+                    sizes = [int(n) for n in options["choose_from"].split(",") if n.strip()]
+                    figures["models"][model]["chosen_from_labelled"] = chosen_from = {
+                        f"margin {margin}": weight_from_labelled(
+                            cosines, lexical, lexical_index.names, expected, sizes=sizes, seed=options["seed"],
+                            margin=margin,
+                        )
+                        for margin in CHOICE_MARGINS
+                    }  # fmt: skip
+                    for margin, by_size in chosen_from.items():
+                        for size, result in by_size.items():
+                            self.stdout.write(f"{name:<12} {model:<22} chosen on {size} labelled, {margin}: {result}")
+                if options["self_retrieval"]:
+                    figures["models"][model]["self_retrieval"] = chosen = self.self_retrieval(
+                        documents, lexical_index, tool_vectors, model, options["seed"]
+                    )
+                    figures["models"][model]["catalog"] = self_retrieval.catalog_statistics(documents, tool_vectors)
+                    self.print_self_retrieval(name, model, chosen, figures["models"][model])
                 if options["by_feature"]:
                     features = query_features([q.query for q in queries], cosines, lexical)
                     figures["models"][model]["by_feature"] = by_feature = self.by_feature(
@@ -123,7 +170,34 @@ class Command(BaseCommand):
         for weight in Z_WEIGHTS:
             yield f"z w={weight}", dense_z + weight * lexical_z
         yield "bm25 only", lexical
-        yield f"rrf k={RRF_K}", reciprocal_rank_fusion(cosines, lexical)
+        for k in RRF_KS:
+            yield f"rrf k={k}", reciprocal_rank_fusion(cosines, lexical, k=k)
+
+    def self_retrieval(self, documents, lexical_index, tool_vectors, model: str, seed: int) -> dict:
+        """{generator: self_retrieval's figures} over the WEIGHTS grid (w=0 included: dense alone may win)."""
+        return {
+            generator: self_retrieval.self_retrieval(
+                documents,
+                lexical_index=lexical_index,
+                tool_vectors=tool_vectors,
+                embed=lambda texts: embeddings.embed_texts(texts, model=model),
+                generator=generator,
+                weights=WEIGHTS,
+                seed=seed,
+            )
+            for generator in self_retrieval.GENERATORS
+        }
+
+    def print_self_retrieval(self, name: str, model: str, chosen: dict, figures: dict):
+        linear = {label: values for label, values in figures["fusions"].items() if label.startswith("linear w=")}
+        wanted = max(linear, key=lambda label: linear[label]["recall@5"]).removeprefix("linear w=")
+        self.stdout.write(f"{name:<12} {model:<22} real queries want w={wanted}; catalog {figures['catalog']}")
+        for generator, result in chosen.items():
+            figures_ = " ".join(f"{w}:{v['recall@5']:.3f}" for w, v in result["by_weight"].items())
+            self.stdout.write(
+                f"{name:<12} {model:<22} self-retrieval {generator} ({result['queries']}) chooses "
+                f"w={result['chosen']}  {figures_}"
+            )
 
     def ensembles(self, first: np.ndarray, second: np.ndarray, lexical: np.ndarray):
         """Both models' cosines summed (the second weighted by a), plus w x BM25 / the query's peak."""
@@ -197,6 +271,42 @@ def reciprocal_rank_fusion(*score_matrices: np.ndarray, k: int = RRF_K) -> np.nd
         ranks = np.argsort(np.argsort(-scores, axis=1, kind="stable"), axis=1) + 1
         fused += 1.0 / (k + ranks)
     return fused
+
+
+def weight_from_labelled(cosines, lexical, names, expected, *, sizes, seed: int = 0, margin: float = 0.0) -> dict:
+    """{N: recall@5 on the other queries of the weight that is best on N random labelled ones (it replaces the
+    shipped BM25_WEIGHT only when better there by more than `margin`): its mean, its gain over BM25_WEIGHT (mean,
+    10th percentile), how often each w was chosen}."""
+    peak = lexical.max(axis=1, keepdims=True)
+    normalised = np.divide(lexical, peak, out=np.zeros_like(lexical), where=peak > 0)
+    position = {name: i for i, name in enumerate(names)}
+    recall = np.zeros((len(WEIGHTS), len(expected)))  # per weight and query
+    for row, weight in enumerate(WEIGHTS):
+        top = np.argsort(-(cosines + weight * normalised), axis=1, kind="stable")[:, :5]
+        for query, wanted in enumerate(expected):
+            recall[row, query] = len({position[n] for n in wanted} & set(top[query].tolist())) / len(wanted)
+    default = WEIGHTS.index(BM25_WEIGHT)
+    rng = np.random.default_rng(seed)
+    report = {}
+    for size in sizes:
+        if not 0 < size < len(expected):
+            continue
+        gains, recalls, wins = [], [], dict.fromkeys(WEIGHTS, 0)
+        for _ in range(CHOICE_ROUNDS):
+            order = rng.permutation(len(expected))
+            labelled, others = order[:size], order[size:]
+            on_labelled = recall[:, labelled].mean(axis=1)
+            best = default if on_labelled[default] + margin >= on_labelled.max() else int(np.argmax(on_labelled))
+            wins[WEIGHTS[best]] += 1
+            recalls.append(recall[best, others].mean())
+            gains.append(recall[best, others].mean() - recall[default, others].mean())
+        report[size] = {
+            "recall@5": round(float(np.mean(recalls)), 4),
+            "gain": round(float(np.mean(gains)), 4),
+            "gain_p10": round(float(np.percentile(gains, 10)), 4),
+            "chosen": {str(w): n for w, n in wins.items() if n},
+        }
+    return report
 
 
 def score(scores: np.ndarray, names: list[str], expected: list[set[str]]) -> dict:

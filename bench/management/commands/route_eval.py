@@ -17,6 +17,7 @@ its own id or exact text; how many queries had one left out is reported.
 """
 
 import json
+import random
 import time
 
 from django.core.management.base import BaseCommand, CommandError
@@ -55,6 +56,10 @@ class Command(BaseCommand):
         parser.add_argument("--format", choices=["text", "json"], default="text", help="json: only the JSON line.")
         parser.add_argument("--compare", action="store_true", help="Also rank with the baselines.")
         parser.add_argument("--limit", type=int, default=0, help="Only the first N queries.")
+        parser.add_argument(
+            "--sample", type=int, default=0, help="A seeded sample of N queries (0: all), e.g. of a large dev set."
+        )
+        parser.add_argument("--seed", type=int, default=0, help="The sample's seed (default 0).")
         history = parser.add_mutually_exclusive_group()
         history.add_argument("--history", help="JSONL of past queries (same format) loaded as approved examples.")
         history.add_argument(
@@ -80,6 +85,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if options["split_history"]:
             history, queries = split_by_id(queries)
+        if 0 < options["sample"] < len(queries):
+            queries = random.Random(options["seed"]).sample(queries, options["sample"])
         if options["limit"] > 0:
             queries = queries[: options["limit"]]
         if not tools or not queries:
