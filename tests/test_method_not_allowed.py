@@ -14,7 +14,7 @@ WRONG_METHODS = ("PUT", "PATCH", "DELETE")
 
 def concrete(url: str) -> str:
     """The matrix's URL with every object it names as id 1: a method is refused before the object is looked up."""
-    names = ("example", "conversation", "log", "workflow", "approval", "turn", "policy_change")
+    names = ("example", "conversation", "log", "workflow", "approval", "turn", "policy_change", "question")
     return url.format_map(dict.fromkeys(names, 1))
 
 

@@ -61,6 +61,7 @@ def test_nothing_set_is_the_embedded_default(tmp_path):
         "apply-retention",
         "cleanup-expired-workflows",
         "clear-expired-oauth-tokens",
+        "close-overview-hours",
         "watch-turns",
     ]
 
