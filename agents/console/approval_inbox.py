@@ -31,16 +31,21 @@ def tool_call_rows(user, *, now=None) -> list[dict]:
     return [
         {
             "approval": approval_card(approval),
-            "turn_id": approval.turn_id,
-            "conversation_id": approval.turn.conversation_id,
-            "conversation": approval.turn.conversation.title or f"conversation {approval.turn.conversation_id}",
-            "started_by": approval.turn.conversation.owner.get_username(),
+            **_where(approval.turn),
             # four eyes: the one who started the turn may deny its risky call but not approve it
             "own": approval.turn.conversation.owner_id == user.pk,
             "requested_at": approval.requested_at,
         }
         for approval in approvals
     ]
+
+
+def _where(turn) -> dict:
+    """The turn a card belongs to, its conversation and who started it (the turn with its conversation and owner)."""
+    conversation = turn.conversation
+    return {"turn_id": turn.pk, "conversation_id": conversation.pk,
+            "conversation": conversation.title or f"conversation {conversation.pk}",
+            "started_by": conversation.owner.get_username()}  # fmt: skip
 
 
 def waiting_questions(*, now=None):
@@ -53,14 +58,7 @@ def question_rows(*, now=None) -> list[dict]:
     """Each waiting question's card, who started its turn and where, soonest deadline first."""
     waiting = waiting_questions(now=now).select_related("turn__conversation__owner").order_by("expires_at", "id")
     return [
-        {
-            "question": question_card_of(question),
-            "turn_id": question.turn_id,
-            "conversation_id": question.turn.conversation_id,
-            "conversation": question.turn.conversation.title or f"conversation {question.turn.conversation_id}",
-            "started_by": question.turn.conversation.owner.get_username(),
-            "asked_at": question.asked_at,
-        }
+        {"question": question_card_of(question), **_where(question.turn), "asked_at": question.asked_at}
         for question in waiting
     ]
 

@@ -94,14 +94,15 @@ def close(hours: Sequence[datetime.datetime]) -> set[datetime.datetime]:
         .distinct()
     )
     closable = [hour for hour in missing if hour not in running]
-    if closable:
-        try:
-            with transaction.atomic():
-                rollup.day_lock()
-                done = _summed(closable[0], closable[-1] + HOUR)  # another breakdown may have summed some meanwhile
-                _sum([hour for hour in closable if hour not in done])
-        except IntegrityError:  # SQLite: another process summed one between the check and the insert
-            pass
+    if not closable:
+        return summed
+    try:
+        with transaction.atomic():
+            rollup.day_lock()
+            done = _summed(closable[0], closable[-1] + HOUR)  # another breakdown may have summed some meanwhile
+            _sum([hour for hour in closable if hour not in done])
+    except IntegrityError:  # SQLite: another process summed one between the check and the insert
+        pass
     return _summed(since, until)
 
 

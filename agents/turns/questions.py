@@ -16,15 +16,14 @@ import dataclasses
 import datetime
 import json
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
-from django.db import connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agents.models import ServerQuestion, Turn, TurnEvent
+from catalog.mcp_client.callers import in_worker_thread
 
 from .approvals import PERMISSION as APPROVAL_PERMISSION
 from .events import TurnTakenOver, emit
@@ -36,7 +35,6 @@ ASKED_PHASE = "question_asked"
 CLOSED_PHASE = "question_closed"
 POLL_SECONDS = 0.5
 Status = ServerQuestion.Status
-T = TypeVar("T")
 
 
 class QuestionClosed(Exception):
@@ -55,7 +53,7 @@ async def ask_and_wait(*, turn_id: int, attempt: int, message: str, schema: dict
     """Ask the operator and wait (on the caller's event loop, for at most `seconds`); what the server is told. A turn
     no longer run by `attempt` (cancelled, taken over) is not asked: "cancel"."""
     try:
-        question = await _in_thread(ask)(turn_id=turn_id, attempt=attempt, message=message, schema=schema,
+        question = await in_worker_thread(ask)(turn_id=turn_id, attempt=attempt, message=message, schema=schema,
                                          seconds=seconds)  # fmt: skip
     except TurnTakenOver:
         return Outcome("cancel")
@@ -79,10 +77,10 @@ async def wait_for_answer(question_id: int, *, turn_id: int, attempt: int) -> Ou
     (agents.mcp_gateway.call_approvals): looking every POLL_SECONDS, holding no thread or database connection in
     between. Cancelled (the tool call stopped waiting): the question is withdrawn."""
     try:
-        while (outcome := await _in_thread(settle)(question_id, turn_id=turn_id, attempt=attempt)) is None:
+        while (outcome := await in_worker_thread(settle)(question_id, turn_id=turn_id, attempt=attempt)) is None:
             await asyncio.sleep(POLL_SECONDS)
     except asyncio.CancelledError:
-        await asyncio.shield(_in_thread(withdraw)(question_id, turn_id=turn_id, attempt=attempt,
+        await asyncio.shield(in_worker_thread(withdraw)(question_id, turn_id=turn_id, attempt=attempt,
                                                   why="the tool call stopped waiting for it"))  # fmt: skip
         raise
     return outcome
@@ -106,19 +104,6 @@ def settle(question_id: int, *, turn_id: int, attempt: int) -> Outcome | None:
         return None
     status, answer = ServerQuestion.objects.filter(pk=question_id).values_list("status", "answer").get()
     return outcome_of(status, answer)  # what closed it: this, or an answer a moment before
-
-
-def _in_thread(work: Callable[..., T]) -> Callable[..., Awaitable[T]]:
-    """`work` run from the MCP client's loop as a request is: in a worker thread of its own, whose database
-    connection closes afterwards (catalog.mcp_oauth.grants does the same)."""
-
-    def run(*args: Any, **kwargs: Any) -> T:
-        try:
-            return work(*args, **kwargs)
-        finally:
-            connections.close_all()
-
-    return sync_to_async(run, thread_sensitive=False)
 
 
 def outcome_of(status: str, answer: dict[str, Any] | None) -> Outcome:

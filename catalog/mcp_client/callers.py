@@ -7,7 +7,8 @@ how to answer the server's elicitation/create and sampling/createMessage request
 time its answer has) or, when there is none, `cannot_ask`, the reason the server is told. The bounds on what a
 server may ask are here too: an elicitation's form must be a flat object of primitive fields (elicitation_problem),
 a sampling request's maxTokens is cut to TOOLHUB_MCP_SAMPLING_MAX_TOKENS and a call may ask for
-TOOLHUB_MCP_SAMPLING_PER_CALL samplings at most. Never touches the database.
+TOOLHUB_MCP_SAMPLING_PER_CALL samplings at most. Touches the database only through the work `in_worker_thread` runs
+for code on the MCP client's loop.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import hashlib
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import mcp_types as types
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connections
 
 from catalog.models import McpServer
 
@@ -54,6 +58,22 @@ def calling_as(caller: Caller):
 
 def current_caller() -> Caller | None:
     return _caller.get()
+
+
+T = TypeVar("T")
+
+
+def in_worker_thread(work: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """`work` (sync, reading the database) awaited from the MCP client's loop as a request runs: in a worker thread of
+    its own, whose database connections close afterwards (the loop thread never holds one)."""
+
+    def run(*args: Any, **kwargs: Any) -> T:
+        try:
+            return work(*args, **kwargs)
+        finally:
+            connections.close_all()
+
+    return sync_to_async(run, thread_sensitive=False)
 
 
 def connection_owner(scope: str, caller: Caller | None) -> str:
