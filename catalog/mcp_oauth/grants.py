@@ -11,10 +11,11 @@ from __future__ import annotations
 import datetime
 import logging
 
+from asgiref.sync import sync_to_async
+from django import db
 from django.utils import timezone
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken, ProtectedResourceMetadata
 
-from catalog.mcp_client.callers import in_worker_thread
 from catalog.models import McpOAuthGrant, McpServer
 
 from .auth import EXPIRY_MARGIN_SECONDS, NeedsConnecting, StoredGrant, UpstreamOAuth
@@ -72,6 +73,20 @@ def _client_of(server: McpServer) -> OAuthClientInformationFull | None:
     return OAuthClientInformationFull.model_validate(data) if data else None
 
 
+def _closing(work):
+    """`work` run as a request is: in a worker thread of its own, whose database connection closes afterwards.
+    catalog.mcp_client.callers.in_worker_thread does the same for callers' answers; catalog.mcp_client imports this
+    package, so this one cannot import it."""
+
+    def run(*args):
+        try:
+            return work(*args)
+        finally:
+            db.connections.close_all()
+
+    return run
+
+
 class DatabaseGrantStore:
     """A GrantStore over McpOAuthGrant rows; called on the MCP client's loop thread, so it reads in a worker thread."""
 
@@ -80,10 +95,10 @@ class DatabaseGrantStore:
         self.label = f"MCP server {name!r}"
 
     async def load(self) -> StoredGrant | None:
-        return await in_worker_thread(self._load)()
+        return await sync_to_async(_closing(self._load), thread_sensitive=False)()
 
     async def save_tokens(self, tokens: OAuthToken, expires_at: float | None) -> None:
-        await in_worker_thread(self._save_tokens)(tokens, expires_at)
+        await sync_to_async(_closing(self._save_tokens), thread_sensitive=False)(tokens, expires_at)
 
     def _rows(self):
         if self.user_id is None:
