@@ -350,6 +350,13 @@ TOOLHUB_MCP_MAX_CONNECTIONS = env_int("TOOLHUB_MCP_MAX_CONNECTIONS", 64)
 # samples in a loop is cut), each with maxTokens cut to this many.
 TOOLHUB_MCP_SAMPLING_PER_CALL = env_int("TOOLHUB_MCP_SAMPLING_PER_CALL", 5)
 TOOLHUB_MCP_SAMPLING_MAX_TOKENS = env_int("TOOLHUB_MCP_SAMPLING_MAX_TOKENS", 2048)
+# Resumable /mcp streams (agents/mcp_gateway/event_store.py): bytes of sent messages kept per process for clients that
+# reconnect with Last-Event-ID (0: none kept, streams not resumable), and the reconnection delay advised to them (0:
+# none advised).
+TOOLHUB_MCP_EVENT_BUFFER_BYTES = env_int("TOOLHUB_MCP_EVENT_BUFFER_BYTES", 16 * 1024 * 1024)
+TOOLHUB_MCP_SSE_RETRY_MS = env_int("TOOLHUB_MCP_SSE_RETRY_MS", 1000)
+if TOOLHUB_MCP_EVENT_BUFFER_BYTES < 0 or TOOLHUB_MCP_SSE_RETRY_MS < 0:
+    raise ImproperlyConfigured("TOOLHUB_MCP_EVENT_BUFFER_BYTES and TOOLHUB_MCP_SSE_RETRY_MS are 0 or more.")
 # Seconds a tool an API key found through tool_search stays listed and callable for that key, across MCP sessions.
 TOOLHUB_MCP_FOUND_TTL = env_int("TOOLHUB_MCP_FOUND_TTL", 3600)
 # A key that lists every permitted tool (ApiKey.lists_every_permitted_tool) gets them up to this many schema tokens;

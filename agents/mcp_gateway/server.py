@@ -58,7 +58,6 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
 from agents.models import ApiKey, ModelProfile
@@ -81,6 +80,7 @@ from .body_limits import McpInputRejected
 from .call_approvals import ApprovalNeeded
 from .client_requests import ClientAsker
 from .direct_calls import ToolRefused
+from .event_store import EventBudget, ResumableSessions
 from .found_tools import found_tools, remember_found
 from .progress import CallRelay, on_set_logging_level
 
@@ -378,7 +378,13 @@ class McpEndpoint:
 
     def __init__(self):
         self.server = build_server()
-        self.manager = StreamableHTTPSessionManager(app=self.server, session_idle_timeout=SESSION_IDLE_SECONDS)
+        budget = settings.TOOLHUB_MCP_EVENT_BUFFER_BYTES
+        self.manager = ResumableSessions(
+            self.server,
+            budget=EventBudget(budget) if budget else None,
+            retry_interval=settings.TOOLHUB_MCP_SSE_RETRY_MS or None,
+            session_idle_timeout=SESSION_IDLE_SECONDS,
+        )
         self._started: asyncio.Event | None = None
         self._runner: asyncio.Task | None = None
 

@@ -12,6 +12,7 @@ socket sends first, then each live fragment.
 import asyncio
 import html
 import http.client
+import json
 import re
 import threading
 import time
@@ -249,6 +250,36 @@ def test_static_files_come_from_collectstatic_through_the_balancer(layout):
     assert static.status == 200
     assert static.getheader("Content-Encoding") == "gzip"  # compressed once, at collectstatic
     assert "immutable" in static.getheader("Cache-Control")
+
+
+def test_an_mcp_session_stays_with_the_process_that_opened_it_on_every_new_connection(layout, api_key):
+    """The SDK keeps a session in the process that opened it: a request of that session on any new connection (a
+    client's pool closed the last one, or a GET stream beside a POST) must reach that process, not the other (404)."""
+    url = urlsplit(layout.url)
+
+    def post(message: dict, session: str | None = None) -> http.client.HTTPResponse:
+        headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
+        if session:
+            headers["Mcp-Session-Id"] = session
+        connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)  # a new connection each time
+        connection.request("POST", "/mcp", body=json.dumps(message), headers=headers)
+        response = connection.getresponse()
+        response.body = response.read()
+        connection.close()
+        return response
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "layout", "version": "1"}}
+    opened = post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
+    session, home = opened.getheader("Mcp-Session-Id"), opened.getheader("X-Served-By")
+    assert opened.status == 200 and session and home in WEBS
+    assert post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session).status == 202
+
+    listed = [post({"jsonrpc": "2.0", "id": n, "method": "tools/list"}, session) for n in range(1, 7)]
+
+    assert [(r.status, r.getheader("X-Served-By")) for r in listed] == [(200, home)] * 6
+    answers = [json.loads(re.search(rb"^data: (.+)$", r.body, re.M).group(1)) for r in listed]
+    assert [(a["id"], "tools" in a["result"]) for a in answers] == [(n, True) for n in range(1, 7)]
 
 
 def test_a_console_on_one_process_follows_a_turn_started_through_the_other_live_and_in_order(

@@ -12,6 +12,14 @@ progress, logging, elicitation and sampling relays. The suite connects without c
 preload (tests/conformance/bearer.mjs) sends toolhub's API key with each of its
 requests, as any MCP client configured with a key does.
 
+The server scenarios come from the suite's 0.2.0-alpha.12 (installed as
+`conformance-2025-11-25`), run for the 2025-11-25 revision (every scenario of it,
+pending ones included): the first release whose server-sse-polling sends the
+protocol version it tests (conformance PR #366; 0.1.16 sent 2025-03-26, to which
+a server rightly sends no priming event). Its newer scenarios are for the
+2026-07-28 draft, which toolhub does not offer. The client scenarios stay on
+0.1.16 (tests/integration/test_mcp_conformance_client.py).
+
 Every scenario must pass, except the ones listed in EXPECTED_NOT_PASSING with
 the reason; one of those that passes is a failure too (the list is stale).
 """
@@ -33,25 +41,20 @@ from catalog.mcp_client import client as mcp_client
 from catalog.mcp_client.sync import sync_server
 from catalog.models import McpServer, Tool
 from tests.support.builders import make_policy, make_user
-from tests.support.conformance import assert_as_listed
+from tests.support.conformance import Listed, assert_as_listed
 from tests.support.servers import ROOT, daphne, database_env, free_port, start, wait_for_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 CONFORMANCE = ROOT / "tests/conformance"
 NODE = CONFORMANCE / "node_modules/.bin/node"  # Node 22, from the npm registry's `node` package
-SUITE = CONFORMANCE / "node_modules/@modelcontextprotocol/conformance/dist/index.js"
+SUITE = CONFORMANCE / "node_modules/conformance-2025-11-25/dist/index.js"
+REVISION = ("--spec-version", "2025-11-25")
 TSX = CONFORMANCE / "node_modules/tsx/dist/cli.mjs"
 
 # The scenarios that do not pass through toolhub: scenario -> ({check id: its status}, why). Any other check that
 # fails or warns fails the test, and so does one of these that passes (the list is stale then).
-EXPECTED_NOT_PASSING = {
-    "server-sse-polling": (
-        {"server-sse-priming-event": "WARNING", "server-sse-retry-field": "WARNING"},
-        "warnings (SHOULDs of SEP-1699), not failures: toolhub's /mcp keeps no event store, so its SSE streams send "
-        "no priming event id or retry field and a client cannot resume a stream; it calls again",
-    ),
-}
+EXPECTED_NOT_PASSING: Listed = {}
 RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$")
 
 
@@ -66,7 +69,9 @@ def scenario_results(output: Path) -> dict[str, list[dict]]:
 
 
 def server_scenarios() -> list[str]:
-    listed = subprocess.run([str(NODE), str(SUITE), "list", "--server"], capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        [str(NODE), str(SUITE), "list", "--server", *REVISION], capture_output=True, text=True, check=True
+    )
     return re.findall(r"^\s+- (\S+)", listed.stdout, flags=re.MULTILINE)
 
 
@@ -126,8 +131,8 @@ def test_the_official_conformance_suite_passes_through_toolhub(toolhub, tmp_path
     url = base.replace("127.0.0.1", "localhost") + "/mcp"
     env = os.environ | {"TOOLHUB_CONFORMANCE_TOKEN": key, "TOOLHUB_CONFORMANCE_URL": url}
     run = subprocess.run(
-        [str(NODE), "--import", str(CONFORMANCE / "bearer.mjs"), str(SUITE), "server", "--suite", "all", "--url", url,
-         "-o", str(output)],
+        [str(NODE), "--import", str(CONFORMANCE / "bearer.mjs"), str(SUITE), "server", "--suite", "all", *REVISION,
+         "--url", url, "-o", str(output)],
         cwd=CONFORMANCE, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     results = scenario_results(output)

@@ -31,7 +31,8 @@ def _messages(content_type: str, body: bytes) -> list[dict]:
         return []
     if content_type.startswith("text/event-stream"):
         lines = body.decode().splitlines()
-        return [json.loads(line.removeprefix("data:").strip()) for line in lines if line.startswith("data:")]
+        data = [line.removeprefix("data:").strip() for line in lines if line.startswith("data:")]
+        return [json.loads(item) for item in data if item]  # an empty one is a priming event (2025-11-25)
     if content_type.startswith("application/json"):
         data = json.loads(body)
         return data if isinstance(data, list) else [data]
@@ -71,6 +72,7 @@ class McpAsgiClient:
     def __init__(self, app, key: str | None, host: str = "localhost"):
         self.app, self.key, self.host = app, key, host
         self.session_id: str | None = None
+        self.protocol_version = PROTOCOL_VERSION
         self._next_id = 0
 
     def headers(self) -> dict[str, str]:
@@ -78,7 +80,7 @@ class McpAsgiClient:
             "host": self.host,
             "content-type": "application/json",
             "accept": "application/json, text/event-stream",
-            "mcp-protocol-version": PROTOCOL_VERSION,
+            "mcp-protocol-version": self.protocol_version,
         }
         if self.key:
             headers["authorization"] = f"Bearer {self.key}"
@@ -95,7 +97,7 @@ class McpAsgiClient:
 
     async def initialize(self) -> McpReply:
         client = {"name": "test", "version": "1"}
-        params = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": client}
+        params = {"protocolVersion": self.protocol_version, "capabilities": {}, "clientInfo": client}
         reply = await self.request("initialize", params)
         if reply.status == 200:
             self.session_id = reply.headers.get("mcp-session-id")
