@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import asynccontextmanager
 
 import httpx2
@@ -26,21 +27,31 @@ from tests.support.servers import ROOT, daphne, database_env
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def toolhub_mcp(tmp_path):
-    """Daphne serving toolhub on the test database: the demo catalog, the demo Loyalty server synced, an API key."""
+def serving(tmp_path, *server_options: str):
+    """Daphne serving toolhub on the test database: the demo catalog, the demo Loyalty server synced (with
+    `server_options`), an API key."""
     load_demo_catalog()
     server = McpServer.objects.create(
         name="loyalty",
         command=sys.executable,
-        args=["-m", "demo.loyalty_mcp.server", "--db", str(tmp_path / "loyalty.sqlite3")],
+        args=["-m", "demo.loyalty_mcp.server", "--db", str(tmp_path / "loyalty.sqlite3"), *server_options],
     )
     assert sync_mcp_server(server.pk).endswith("unchanged")
     mcp_client.close_all()  # Daphne starts its own connection to the demo server
     _, key = create_api_key(user=make_user(role="operator"), name="mcp-itest")
-    env = database_env()
-    with daphne(env) as base:
+    with daphne(database_env()) as base:
         yield base, key
+
+
+@pytest.fixture
+def toolhub_mcp(tmp_path):
+    yield from serving(tmp_path)
+
+
+@pytest.fixture
+def slow_toolhub_mcp(tmp_path):
+    """As toolhub_mcp, with the demo server's list_campaigns answering after 2 s."""
+    yield from serving(tmp_path, "--test-delay-tool", "list_campaigns=2")
 
 
 @asynccontextmanager
@@ -185,3 +196,41 @@ def test_the_readme_mcp_client_example_works_as_printed(toolhub_mcp):
     assert "'tool_search'" in listed and "'list_campaigns'" not in listed
     assert "list_campaigns" in json.loads(found)["found"]
     assert len(json.loads(campaigns)["items"]) == 2
+
+
+def sse_events(lines) -> Iterator[dict]:
+    """The SSE events of a streamed body's lines, each a dict of its fields (comments left out)."""
+    fields: dict = {}
+    for line in lines:
+        if not line:
+            if fields:
+                yield fields
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+
+
+def test_a_stream_dropped_mid_call_is_resumed_with_last_event_id_and_gets_the_answer(slow_toolhub_mcp):
+    """A 2025-11-25 client whose POST stream drops while the tool runs reconnects with GET and Last-Event-ID on the
+    same session and is sent the answer (the call ran on)."""
+    base, key = slow_toolhub_mcp
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "itest", "version": "1"}}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_campaigns", "arguments": {}}}
+    with httpx2.Client(base_url=base, headers=headers, timeout=30) as http:
+        opened = http.post("/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
+        http.headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+        assert http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+        with http.stream("POST", "/mcp", json=call) as response:
+            priming = next(sse_events(response.iter_lines()))
+        # The connection is closed here, two seconds before the tool answers.
+        assert priming["data"] == "" and priming["id"] and priming["retry"] == "1000"
+        resumed = {"Accept": "text/event-stream", "Last-Event-ID": priming["id"]}
+        with http.stream("GET", "/mcp", headers=resumed) as replay:
+            sent = (json.loads(event["data"]) for event in sse_events(replay.iter_lines()) if event.get("data"))
+            answered = next(message for message in sent if message.get("id") == 1)
+
+    campaigns = json.loads(answered["result"]["content"][0]["text"])
+    assert not answered["result"].get("isError") and campaigns["items"], campaigns
