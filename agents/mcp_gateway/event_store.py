@@ -14,7 +14,7 @@ session are dropped first; a reconnection after its event is gone gets no replay
 
 The events live in the Daphne process that serves the session, as the session itself does (the SDK keeps sessions
 in memory): behind several processes a client's requests must reach the process that holds its session
-(docs/mcp.md, "Sessions").
+(docs/mcp.md, "Resumable streams").
 """
 
 from __future__ import annotations
