@@ -110,14 +110,20 @@
   document.addEventListener("DOMContentLoaded", followApprovals);
 
   // A polled region ([data-keep-while-used], the approvals inbox) is not refreshed while the keyboard is inside it
-  // or a field in it holds text, so a refresh never takes the focus, a half-typed deny reason or answer away.
-  document.addEventListener("htmx:beforeRequest", function (evt) {
-    var region = evt.detail.elt;
-    if (!region || !region.hasAttribute || !region.hasAttribute("data-keep-while-used")) return;
+  // or a field in it holds text, so a refresh never takes the focus, a half-typed deny reason or answer away:
+  // neither asked for then, nor swapped in when it was asked for before the typing began and answers during it.
+  function keptWhileUsed(region) {
+    if (!region || !region.hasAttribute || !region.hasAttribute("data-keep-while-used")) return false;
     var inUse = region.contains(document.activeElement) && document.activeElement !== region;
     var fields = region.querySelectorAll("input[type=text], input[type=number], input[type=email], input[type=url], textarea");
     var typed = Array.prototype.some.call(fields, function (input) { return input.value; });
-    if (inUse || typed) evt.preventDefault();
+    return inUse || typed;
+  }
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    if (keptWhileUsed(evt.detail.elt)) evt.preventDefault();
+  });
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    if (keptWhileUsed(evt.detail.elt)) evt.detail.shouldSwap = false;
   });
 
   // A "choose all" checkbox ([data-choose-all]: a form's id) checks or clears every checkbox of that form listed.

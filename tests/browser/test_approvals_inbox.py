@@ -65,3 +65,38 @@ def test_an_open_inbox_shows_a_new_waiting_call_and_its_decision_without_a_reloa
     expect(item).to_contain_text("calculate", timeout=10_000)  # the poll alone would take up to 30 s
     page.locator(f"#turn-{turn.id}").get_by_role("button", name="Approve").click()  # decided elsewhere
     expect(inbox.locator("#tool-call-approvals")).to_contain_text("No tool call is waiting", timeout=10_000)
+
+
+def test_a_refresh_answering_while_a_deny_reason_is_typed_does_not_wipe_it(page, new_page, log_in, ask_in_console):
+    """The inbox asks to be read again only while nobody types in it, but a refresh asked just before the typing
+    began may answer during it: that answer is not swapped in (the reason stays as typed)."""
+    set_calculator(requires_confirmation=True)
+    log_in(page, "operator")
+    ask_in_console(page, "What is 15 + 27?")
+    turn = Turn.objects.get()
+    page.locator(f"#turn-{turn.id}").get_by_role("button", name="Approve").wait_for()
+    approval = ToolApproval.objects.get(turn=turn)
+    inbox = new_page()
+    log_in(inbox, "admin")
+    inbox.goto("/approvals/")
+    reason = inbox.locator(f"#inbox-approval-{approval.pk}").get_by_label("Deny reason")
+    reason.wait_for()
+
+    held = []  # the inbox's next refresh, held until the reason is being typed
+    inbox.route(
+        "**/approvals/", lambda route: held.append(route) if route.request.method == "GET" else route.continue_()
+    )
+    for _ in range(50):  # a refresh asked while nothing is typed (one asked before the route, in flight, drops it)
+        if held:
+            break
+        inbox.evaluate("document.body.dispatchEvent(new CustomEvent('approvals-changed'))")
+        inbox.wait_for_timeout(100)
+    assert len(held) == 1
+    reason.focus()
+    inbox.keyboard.type("not before the")
+    held[0].continue_()  # its answer arrives while the field holds text and the focus
+    inbox.wait_for_load_state("networkidle")
+    inbox.keyboard.type(" audit")
+
+    expect(reason).to_have_value("not before the audit")
+    expect(reason).to_be_focused()
