@@ -7,15 +7,20 @@ from agents.models import ToolApproval, Turn
 from tests.browser.test_console import set_calculator
 
 
-def test_a_second_operator_denies_a_waiting_call_from_the_inbox_with_a_reason_by_keyboard(
-    page, new_page, log_in, ask_in_console, screenshot
-):
+def waiting_call(page, log_in, ask_in_console) -> tuple[Turn, ToolApproval]:
+    """An operator's console turn whose calculate call waits for an approval (shown on their page)."""
     set_calculator(requires_confirmation=True)
     log_in(page, "operator")
     ask_in_console(page, "What is 15 + 27?")
     turn = Turn.objects.get()
     page.locator(f"#turn-{turn.id}").get_by_role("button", name="Approve").wait_for()
-    approval = ToolApproval.objects.get(turn=turn)
+    return turn, ToolApproval.objects.get(turn=turn)
+
+
+def test_a_second_operator_denies_a_waiting_call_from_the_inbox_with_a_reason_by_keyboard(
+    page, new_page, log_in, ask_in_console, screenshot
+):
+    turn, approval = waiting_call(page, log_in, ask_in_console)
 
     inbox = new_page()
     log_in(inbox, "admin")
@@ -70,12 +75,7 @@ def test_an_open_inbox_shows_a_new_waiting_call_and_its_decision_without_a_reloa
 def test_a_refresh_answering_while_a_deny_reason_is_typed_does_not_wipe_it(page, new_page, log_in, ask_in_console):
     """The inbox asks to be read again only while nobody types in it, but a refresh asked just before the typing
     began may answer during it: that answer is not swapped in (the reason stays as typed)."""
-    set_calculator(requires_confirmation=True)
-    log_in(page, "operator")
-    ask_in_console(page, "What is 15 + 27?")
-    turn = Turn.objects.get()
-    page.locator(f"#turn-{turn.id}").get_by_role("button", name="Approve").wait_for()
-    approval = ToolApproval.objects.get(turn=turn)
+    _turn, approval = waiting_call(page, log_in, ask_in_console)
     inbox = new_page()
     log_in(inbox, "admin")
     inbox.goto("/approvals/")

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from contextlib import asynccontextmanager
 
 import httpx2
@@ -22,6 +21,7 @@ from catalog.models import McpServer
 from catalog.tasks import sync_mcp_server
 from demo.catalog import load_demo_catalog
 from tests.support.builders import make_user
+from tests.support.mcp_asgi import sse_events
 from tests.support.servers import ROOT, daphne, database_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -196,19 +196,6 @@ def test_the_readme_mcp_client_example_works_as_printed(toolhub_mcp):
     assert "'tool_search'" in listed and "'list_campaigns'" not in listed
     assert "list_campaigns" in json.loads(found)["found"]
     assert len(json.loads(campaigns)["items"]) == 2
-
-
-def sse_events(lines) -> Iterator[dict]:
-    """The SSE events of a streamed body's lines, each a dict of its fields (comments left out)."""
-    fields: dict = {}
-    for line in lines:
-        if not line:
-            if fields:
-                yield fields
-            fields = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(":")
-            fields[name] = value.removeprefix(" ")
 
 
 def test_a_stream_dropped_mid_call_is_resumed_with_last_event_id_and_gets_the_answer(slow_toolhub_mcp):

@@ -1,11 +1,13 @@
 """Drive toolhub's /mcp ASGI app in-process with raw JSON-RPC over streamable HTTP (no Daphne, no SDK client).
 
 `McpAsgiClient(endpoint, key)` sends one POST per call and reads the whole answer
-(the SDK answers a request with a short SSE stream; its `data:` lines are parsed).
+(the SDK answers a request with a short SSE stream; its events are parsed by `sse_events`,
+which tests reading a real server's stream use too).
 """
 
 import asyncio
 import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 PROTOCOL_VERSION = "2025-06-18"
@@ -16,6 +18,7 @@ class McpReply:
     status: int
     headers: dict[str, str]
     messages: list[dict] = field(default_factory=list)  # JSON-RPC messages of the body
+    body: bytes = b""
 
     @property
     def result(self) -> dict | None:
@@ -26,20 +29,44 @@ class McpReply:
         return next((m["error"] for m in self.messages if "error" in m), None)
 
 
+def sse_events(lines: Iterable[str]) -> Iterator[dict[str, str]]:
+    """The SSE events of a body's lines, each a dict of its fields (id, retry, data ...; comments left out)."""
+    fields: dict[str, str] = {}
+    for line in lines:
+        if not line:
+            if fields:
+                yield fields
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+    if fields:
+        yield fields
+
+
 def _messages(content_type: str, body: bytes) -> list[dict]:
     if not body:
         return []
     if content_type.startswith("text/event-stream"):
-        lines = body.decode().splitlines()
-        data = [line.removeprefix("data:").strip() for line in lines if line.startswith("data:")]
-        return [json.loads(item) for item in data if item]  # an empty one is a priming event (2025-11-25)
+        events = sse_events(body.decode().splitlines())
+        return [json.loads(e["data"]) for e in events if e.get("data")]  # no data: a priming event (2025-11-25)
     if content_type.startswith("application/json"):
         data = json.loads(body)
         return data if isinstance(data, list) else [data]
     return []
 
 
-async def asgi_call(app, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> McpReply:
+async def asgi_call(
+    app,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes = b"",
+    *,
+    until: Callable[[bytes], bool] | None = None,
+) -> McpReply:
+    """One request; the client stays connected until the answer ends, or disconnects once `until(body so far)`
+    holds (a stream that does not end by itself)."""
     sent = []
     delivered = False
     finished = asyncio.Event()
@@ -52,9 +79,14 @@ async def asgi_call(app, method: str, path: str, headers: dict[str, str], body: 
         await finished.wait()  # the client stays connected until the answer is complete
         return {"type": "http.disconnect"}
 
+    def content() -> bytes:
+        return b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
     async def send(message):
         sent.append(message)
-        if message["type"] == "http.response.body" and not message.get("more_body", False):
+        if message["type"] != "http.response.body":
+            return
+        if not message.get("more_body", False) or (until is not None and until(content())):
             finished.set()
 
     raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
@@ -64,8 +96,10 @@ async def asgi_call(app, method: str, path: str, headers: dict[str, str], body: 
     await app(scope, receive, send)
     start = next(m for m in sent if m["type"] == "http.response.start")
     response_headers = {k.decode().lower(): v.decode() for k, v in start.get("headers", [])}
-    content = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return McpReply(start["status"], response_headers, _messages(response_headers.get("content-type", ""), content))
+    answer = content()
+    return McpReply(
+        start["status"], response_headers, _messages(response_headers.get("content-type", ""), answer), answer
+    )
 
 
 class McpAsgiClient:

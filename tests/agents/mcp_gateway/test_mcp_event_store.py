@@ -10,7 +10,7 @@ from mcp_types import JSONRPCNotification
 from agents.access.api_keys import create_api_key
 from agents.mcp_gateway.event_store import EVENT_OVERHEAD_BYTES, EventBudget, SessionEvents
 from tests.support.builders import make_user
-from tests.support.mcp_asgi import McpAsgiClient
+from tests.support.mcp_asgi import McpAsgiClient, asgi_call, sse_events
 
 
 def note(n: int) -> JSONRPCNotification:
@@ -71,48 +71,16 @@ async def test_past_the_budget_the_oldest_events_of_any_session_go_first():
     assert await replayed(old, oldest) == (None, [])  # dropped: the client calls again
 
 
-def sse_events(body: bytes) -> list[dict]:
-    """The SSE events of a body: each a dict of its fields (id, retry, data; comments left out)."""
-    events = []
-    for block in body.decode().replace("\r\n", "\n").split("\n\n"):
-        fields = {}
-        for line in block.split("\n"):
-            if line and not line.startswith(":"):
-                name, _, value = line.partition(":")
-                fields[name] = value.removeprefix(" ")
-        if fields:
-            events.append(fields)
-    return events
+def events_of(content: bytes) -> list[dict]:
+    return list(sse_events(content.decode().splitlines()))
 
 
 async def stream(endpoint, method: str, headers: dict[str, str], body: bytes = b"", *, until=None) -> list[dict]:
     """One request's SSE events; the client disconnects once `until(events)` holds (or at the end of the body)."""
-    sent, done, asked = [], asyncio.Event(), []
-
-    async def receive():
-        if not asked:
-            asked.append(True)
-            return {"type": "http.request", "body": body, "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message):
-        sent.append(message)
-        if message["type"] != "http.response.body":
-            return
-        events = sse_events(b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body"))
-        if not message.get("more_body", False) or (until is not None and until(events)):
-            done.set()
-
-    raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-    scope = {"type": "http", "http_version": "1.1", "method": method, "path": "/mcp", "raw_path": b"/mcp",
-             "headers": raw, "query_string": b"", "scheme": "http", "server": ("127.0.0.1", 80),
-             "client": ("127.0.0.1", 1234)}  # fmt: skip
-    task = asyncio.ensure_future(endpoint(scope, receive, send))
-    await asyncio.wait_for(done.wait(), timeout=20)
-    await asyncio.wait_for(task, timeout=20)
-    assert sent[0]["status"] == 200, sent[0]
-    return sse_events(b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body"))
+    stop = None if until is None else (lambda content: until(events_of(content)))
+    reply = await asyncio.wait_for(asgi_call(endpoint, method, "/mcp", headers, body, until=stop), timeout=20)
+    assert reply.status == 200, reply
+    return events_of(reply.body)
 
 
 def answered(request_id: int):
