@@ -30,13 +30,19 @@ log = logging.getLogger(__name__)
 # comment line, which SSE parsers (the OpenAI SDKs among them) skip, so proxies and clients see a live connection.
 KEEPALIVE_SECONDS = 5.0
 KEEPALIVE = {"type": "keepalive", "sequence": 0, "payload": {}}
+# A quiet stream reads the store after this long without an event, then after twice as long each time the store
+# had nothing new, up to the next keep-alive: an event the channel layer lost is found within a second while events
+# flow, and a stream waiting for a queued turn reads the store about twice in a keep-alive's 5 s, not five times.
+QUIET_FIRST_SECONDS = 1.0
 
 
 async def turn_events(turn_id: int, *, start):
     """The turn's events in order: stored ones first, then live ones; ends after `done`.
 
     While the turn is quiet, a KEEPALIVE every KEEPALIVE_SECONDS, each after the watchdog looked at the turn (a
-    turn whose worker died is restarted or failed there, and its end then read from the store). The stream holds
+    turn whose worker died is restarted or failed there, and its end then read from the store), and the store is
+    read after QUIET_FIRST_SECONDS without an event, then after twice as long each time (a stream of a turn queued
+    behind others costs its process a read about twice a keep-alive, not every second). The stream holds
     no database connection while it waits (each read hands its connection back to the pool), and keeps one
     channel-layer receive open on its channel (cancelling a receive drops what the layer had buffered for it).
     When the pool has no connection in time, the stream waits a second and reads again: never an error.
@@ -49,12 +55,13 @@ async def turn_events(turn_id: int, *, start):
     deadline = time.monotonic() + settings.TOOLHUB_TURN_TIME_LIMIT + 30
     last = 0
     heard = time.monotonic()
+    quiet = QUIET_FIRST_SECONDS  # how long the next wait for a live event lasts before the store is read
     try:
         while time.monotonic() < deadline:
             if runner.done() and runner.exception() is not None:
                 raise runner.exception()  # the turn could not be started: the stream ends with an error frame
             for event in await from_store(stored_events, turn_id, after=last) or ():
-                last, heard = event["sequence"], time.monotonic()
+                last, heard, quiet = event["sequence"], time.monotonic(), QUIET_FIRST_SECONDS
                 yield event
                 if event["type"] == EventType.DONE:
                     return
@@ -63,14 +70,16 @@ async def turn_events(turn_id: int, *, start):
                 await from_store(watchdog.take_over, turn_id)
                 yield KEEPALIVE
                 continue
-            while True:  # live events until a gap or a quiet second sends us back to the store
+            while True:  # live events until a gap or a quiet spell sends us back to the store
                 if not listening:  # the channel layer failed (Redis restarting): the store alone, every second
                     await asyncio.sleep(1.0)
                     break
                 if receiving is None:
                     receiving = asyncio.ensure_future(layer.receive(channel))
-                done, _ = await asyncio.wait({receiving}, timeout=1.0)
+                wait = min(quiet, max(0.0, heard + KEEPALIVE_SECONDS - time.monotonic()))
+                done, _ = await asyncio.wait({receiving}, timeout=wait)
                 if not done:
+                    quiet = min(2 * quiet, KEEPALIVE_SECONDS)
                     break
                 received, receiving = receiving, None
                 try:
@@ -84,7 +93,7 @@ async def turn_events(turn_id: int, *, start):
                     continue
                 if event["sequence"] != last + 1:
                     break
-                last, heard = event["sequence"], time.monotonic()
+                last, heard, quiet = event["sequence"], time.monotonic(), QUIET_FIRST_SECONDS
                 yield event
                 if event["type"] == EventType.DONE:
                     return
