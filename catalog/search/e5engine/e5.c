@@ -162,17 +162,17 @@ static inline __m256i dot_avx2(__m256i w, __m256i a) {
         for (int r = 0; r < RO; r++)                                                              \
             for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();                         \
         for (int b = 0; b < nb; b++) {                                                            \
-            __m256i av[NT]; float da[NT];                                                         \
+            __m256i av[NT]; __m256 da[NT];                                                        \
             for (int t = 0; t < NT; t++) {                                                        \
                 av[t] = _mm256_loadu_si256((const __m256i *)(aq + (size_t)(t0 + t) * nin + b * QK)); \
-                da[t] = ad[(size_t)(t0 + t) * nb + b];                                            \
+                da[t] = _mm256_broadcast_ss(ad + (size_t)(t0 + t) * nb + b);                      \
             }                                                                                     \
             for (int r = 0; r < RO; r++) {                                                        \
                 __m256i wv = _mm256_load_si256((const __m256i *)(wexp + (size_t)r * nin + b * QK)); \
-                float d = dw[r * nb + b];                                                         \
-                for (int t = 0; t < NT; t++)                                                      \
+                __m256 d = _mm256_broadcast_ss(dw + r * nb + b);                                  \
+                for (int t = 0; t < NT; t++) /* the scale d_w * d_a multiplied as a vector */       \
                     acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(DOT(wv, av[t])),               \
-                                                _mm256_set1_ps(d * da[t]), acc[r][t]);            \
+                                                _mm256_mul_ps(d, da[t]), acc[r][t]);              \
             }                                                                                     \
         }                                                                                         \
         for (int r = 0; r < RO; r++)                                                              \
@@ -181,15 +181,18 @@ static inline __m256i dot_avx2(__m256i w, __m256i a) {
 
 typedef void (*tile_fn)(const int8_t *, const float *, int, const int8_t *, const float *, int, float[RO][TT]);
 
-/* A kernel: its TT-token tile and its 1-token tile (the last L % TT tokens), both built for one instruction set
- * and chosen together, so a CPU that has the kernel's instructions runs all of it. (The AVX-512 kernel once took
- * its 1-token tile from the AVX-VNNI kernel: an AMD EPYC, which has AVX-512 VNNI but not AVX-VNNI, stopped on
- * an illegal instruction.) */
-struct kernel { const char *name; tile_fn many, one; };
+/* A kernel: its tiles of TT tokens and of 1 to TT - 1 tokens (the last L % TT tokens in one pass over the rows'
+ * weights, not one pass a token), all built for one instruction set and chosen together, so a CPU that has the
+ * kernel's instructions runs all of it. (The AVX-512 kernel once took its 1-token tile from the AVX-VNNI kernel:
+ * an AMD EPYC, which has AVX-512 VNNI but not AVX-VNNI, stopped on an illegal instruction.) */
+struct kernel { const char *name; tile_fn tiles[TT + 1]; }; /* tiles[n]: n tokens */
 #define KERNEL(NAME, LABEL, ATTR, DOT)                                                            \
     TILE(tile_##NAME, ATTR, DOT, TT)                                                              \
     TILE(tile1_##NAME, ATTR, DOT, 1)                                                              \
-    static const struct kernel kernel_##NAME = {LABEL, tile_##NAME, tile1_##NAME};
+    TILE(tile2_##NAME, ATTR, DOT, 2)                                                              \
+    TILE(tile3_##NAME, ATTR, DOT, 3)                                                              \
+    static const struct kernel kernel_##NAME = {LABEL, {NULL, tile1_##NAME, tile2_##NAME, tile3_##NAME,     \
+                                                        tile_##NAME}};
 
 KERNEL(avx2, "avx2", , dot_avx2)
 
@@ -267,9 +270,9 @@ static void matmul_q4q8(const block_q4_0 *W, const float *bias,
             int t = 0;
 #if defined(__AVX2__)
             while (ro == RO && t < L) {
-                int n = L - t >= TT ? TT : 1;
+                int n = L - t >= TT ? TT : L - t;
                 float dots[RO][TT];
-                (n == TT ? kernel->many : kernel->one)(wexp, dw, nin, aq, ad, t, dots);
+                kernel->tiles[n](wexp, dw, nin, aq, ad, t, dots);
                 for (int r = 0; r < RO; r++)
                     for (int u = 0; u < n; u++) {
                         const float *ds = dsa + (size_t)(t + u) * nb, *dr = dw + r * nb;
