@@ -15,10 +15,19 @@ from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load_file
-from scipy.special import erf
 from tokenizers import Tokenizer
 
 _ROOT_HALF = np.float32(np.sqrt(0.5))
+# erf(x) for float32 as p(x) / q(x), an odd polynomial of degree 13 over an even one of degree 8 on [-4, 4] (beyond
+# it float32's erf is +-1): the rational approximation Eigen and XLA use for float32. It is within 4.5e-7 of erf
+# everywhere; scipy's erf, which computes in float64, took 5x as long and a quarter of a forward pass.
+# Coefficients highest power first, for Horner's rule in x^2.
+_ERF_P = np.array([-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+                   -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02], dtype=np.float32)  # fmt: skip
+_ERF_Q = np.array([-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+                   -1.42647390514189e-02], dtype=np.float32)  # fmt: skip
+# Values per pass of the GELU: its four scratch rows (64 KB each) stay in the core's cache.
+_GELU_CHUNK = 16384
 
 
 class MiniLM:
@@ -102,7 +111,7 @@ class MiniLM:
             context = (scores @ qkv[2]).transpose(0, 2, 1, 3).reshape(batch * length, width)
             x = self._norm(x + context @ layer["attention_out"][0] + layer["attention_out"][1], layer["attention_norm"])
             up = x @ layer["up"][0] + layer["up"][1]
-            up *= 0.5 * (1.0 + erf(up * _ROOT_HALF))  # exact GELU
+            _gelu(up)
             x = self._norm(x + up @ layer["down"][0] + layer["down"][1], layer["output_norm"])
         return x.reshape(batch, length, width)
 
@@ -111,3 +120,30 @@ class MiniLM:
         centred = x - mean
         variance = (centred * centred).mean(axis=-1, keepdims=True)
         return centred / np.sqrt(variance + self.eps) * weights[0] + weights[1]
+
+
+def _gelu(values: np.ndarray) -> None:
+    """The exact GELU, x * (1 + erf(x / sqrt 2)) / 2, in place, on a C-contiguous float32 array."""
+    if not values.flags.c_contiguous:
+        raise ValueError("_gelu works in place: pass a C-contiguous array")
+    flat = values.reshape(-1)
+    scratch = np.empty((4, min(_GELU_CHUNK, flat.size)), dtype=np.float32)
+    for start in range(0, flat.size, _GELU_CHUNK):
+        chunk = flat[start : start + _GELU_CHUNK]
+        x, x2, p, q = (row[: chunk.size] for row in scratch)
+        np.multiply(chunk, _ROOT_HALF, out=x)
+        np.clip(x, -4.0, 4.0, out=x)
+        np.multiply(x, x, out=x2)
+        p.fill(_ERF_P[0])
+        for coefficient in _ERF_P[1:]:
+            p *= x2
+            p += coefficient
+        q.fill(_ERF_Q[0])
+        for coefficient in _ERF_Q[1:]:
+            q *= x2
+            q += coefficient
+        p *= x
+        np.divide(p, q, out=x)  # erf(chunk / sqrt 2)
+        x += 1.0
+        x *= 0.5
+        chunk *= x

@@ -97,12 +97,12 @@ def spans(monkeypatch):
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://127.0.0.1:{closed_port()}/v1/traces",
-                                                                    timeout=1)))  # fmt: skip
+                                                                    timeout=0.2)))  # fmt: skip
     monkeypatch.setattr(trace, "get_tracer", lambda *args, tracer_provider=None, **kwargs: provider.get_tracer(
         *args, **kwargs))  # fmt: skip
     memory.provider = provider
     yield memory
-    provider.shutdown()  # its exporter gives up on the collector (timeout 1 s) before the test's output closes
+    provider.shutdown()  # its exporter gives up on the collector (timeout 0.2 s) before the test's output closes
 
 
 @pytest.fixture
