@@ -34,7 +34,8 @@ def make_policy(tool, *, domains=("general",), author=None, **fields) -> ToolPol
 
 
 def make_user(username="ops", role="operator", password="a-long-test-password"):
-    # The role groups are made once per test database state (ensure_groups costs ~10 ms; tests make ~2,000 users).
+    # The role groups are in every test database from the start (tests/conftest.py: django_db_setup); a test that
+    # removed them gets them again here.
     group = Group.objects.filter(name=role).first() or ensure_groups()[role]
     user = get_user_model().objects.create_user(username=username, password=password)
     user.groups.add(group)

@@ -1,9 +1,9 @@
 """Test subprocesses start as forks of one warm interpreter instead of fresh ones (test processes only).
 
 Two kinds of processes the tests start spent most of their CPU importing what every one of them imports:
-- the test MCP servers (`python -m demo.loyalty_mcp.server ...`, `python -m tests.support.generated_mcp_server ...`),
-  about a hundred a fast stage at ~0.7 s of CPU each for the MCP SDK: `install()` (tests/conftest.py) wraps the SDK's
-  spawn so that exactly those commands run through the launcher;
+- the test MCP servers (`python -m demo.loyalty_mcp.server ...`, `python -m tests.support.generated_mcp_server ...`,
+  `python -m tests.support.asking_mcp_server`), about a hundred a fast stage at ~0.7 s of CPU each for the MCP SDK:
+  `install()` (tests/conftest.py) wraps the SDK's spawn so that exactly those commands run through the launcher;
 - the fresh Django processes of the settings and checks tests (`python -c CODE`, `python manage.py ...`, through
   `command()`), ~1.6-2 s of CPU each, mostly importing the MCP SDK, Django, Celery, numpy and the rest.
 
@@ -40,7 +40,7 @@ import traceback
 import types
 from pathlib import Path
 
-MODULES = ("demo.loyalty_mcp.server", "tests.support.generated_mcp_server")
+MODULES = ("demo.loyalty_mcp.server", "tests.support.generated_mcp_server", "tests.support.asking_mcp_server")
 # What the fork server imports before it forks: the test MCP servers, and the third-party packages a toolhub process
 # imports (none of them reads Django's settings or starts a thread at import).
 WARM = (
