@@ -10,7 +10,10 @@ TOOLHUB_MODEL_RETRIES times) only before the model streamed anything, so no
 delta is ever sent twice.
 """
 
+import os
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -20,7 +23,30 @@ from django.conf import settings
 from .base import ModelChunk, ModelTimeout, ModelUnavailable, ToolCall, TurnHints
 from .tracing import report_usage, traced
 
-__all__ = ["ModelUnavailable", "OpenAICompatProvider"]
+__all__ = ["ModelUnavailable", "OpenAICompatProvider", "sdk_client"]
+
+# A process keeps one SDK client per server, key and default timeout (at most SDK_CLIENTS, the least recently used
+# dropped): making one reads the CA bundle into a new SSL context (~20 ms of CPU) and starts an empty connection
+# pool, which every turn paid, with a new connection to the model server, while each turn made its own.
+SDK_CLIENTS = 16
+_sdk_clients: OrderedDict[tuple, openai.OpenAI] = OrderedDict()
+_sdk_clients_lock = threading.Lock()
+
+
+def sdk_client(base_url: str, api_key: str, *, timeout: float) -> openai.OpenAI:
+    """This process's SDK client of the server at `base_url` with `api_key` (a forked process makes its own).
+
+    A dropped client is not closed (another thread may be reading its stream): its connections close with it."""
+    key = (os.getpid(), base_url, api_key, timeout)
+    with _sdk_clients_lock:
+        client = _sdk_clients.get(key)
+        if client is None:
+            client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+            _sdk_clients[key] = client
+            while len(_sdk_clients) > SDK_CLIENTS:
+                _sdk_clients.popitem(last=False)
+        _sdk_clients.move_to_end(key)
+        return client
 
 
 class OpenAICompatProvider:
@@ -29,12 +55,11 @@ class OpenAICompatProvider:
     def __init__(self, *, base_url: str | None = None, api_key: str | None = None, model: str | None = None):
         self.base_url = base_url or settings.TOOLHUB_MODEL_BASE_URL
         self.model = model or settings.TOOLHUB_MODEL
-        self.client = openai.OpenAI(
-            base_url=self.base_url,
+        self.client = sdk_client(
+            self.base_url,
             # The SDK needs some key; local servers (Ollama, vLLM, llama.cpp) ignore it.
-            api_key=(settings.TOOLHUB_MODEL_API_KEY if api_key is None else api_key) or "not-needed",
-            timeout=settings.TOOLHUB_MODEL_TIMEOUT,
-            max_retries=0,  # retries share the call's deadline: stream() makes them
+            (settings.TOOLHUB_MODEL_API_KEY if api_key is None else api_key) or "not-needed",
+            timeout=settings.TOOLHUB_MODEL_TIMEOUT,  # each call passes its own; no SDK retries: stream() makes them
         )
         self.label = f"{self.model} at {self.base_url}"
 

@@ -21,6 +21,7 @@ from django.conf import settings
 
 from agents.models import default_profile
 from agents.providers import ModelUnavailable, Upstream, upstream_of
+from agents.providers.openai_compat import sdk_client
 from catalog.policies.bundle import allowed_names
 
 from .rules import StewardContext, StewardResult, flow_entry_tools, stand_in_for_flows, with_recommendations
@@ -56,12 +57,8 @@ def client(upstream: Upstream) -> openai.OpenAI:
         api_key = upstream.api_key()
     except ModelUnavailable as exc:
         raise StewardUnavailable(str(exc)) from None
-    return openai.OpenAI(
-        base_url=upstream.base_url,
-        api_key=api_key or "not-needed",
-        timeout=settings.TOOLHUB_STEWARD_OPTIONS["analysis_timeout"],
-        max_retries=0,
-    )
+    return sdk_client(upstream.base_url, api_key or "not-needed",
+                      timeout=settings.TOOLHUB_STEWARD_OPTIONS["analysis_timeout"])  # fmt: skip
 
 
 def candidates(text: str, rules: StewardResult, context: StewardContext) -> list[tuple[str, str]]:
