@@ -30,7 +30,7 @@ import psycopg  # noqa: E402
 from celery import Celery  # noqa: E402
 
 from bench.scripts.api_bench import QUERIES, WARM_UP_QUERIES, send_turn, setup_django  # noqa: E402
-from tests.support.servers import celery_worker, daphne, daphne_process, embedded_env, manage  # noqa: E402
+from tests.support.servers import celery_worker, daphne, embedded_env, manage  # noqa: E402
 
 MAX_CONCURRENT = 400  # client threads; PostgreSQL's connections are bounded by the pools, not by this
 WORKER_CONCURRENCY = 2
@@ -96,14 +96,20 @@ def resources(pid: int) -> dict:
     return {"fds": fds, "rss_mb": round(rss_kb / 1024, 1)}
 
 
-def worker_pids(app: Celery) -> list[int]:
-    """The pids of this run's worker: its main process and its pool processes (from the worker's own stats; the
-    worker is a fork of the test fork server, not a child of the process `celery_worker` started)."""
+def run_workers(app: Celery) -> list[list[int]]:
+    """Each of this run's workers as its main process's pid, then its pool processes' (from the workers' own stats;
+    a worker is a fork of the test fork server, not a child of the process `celery_worker` started)."""
     prefix = f"itest-{os.getpid()}-"
-    for name, stats in (app.control.inspect(timeout=2).stats() or {}).items():
-        if name.startswith(prefix):
-            return [int(stats["pid"]), *(int(pid) for pid in stats["pool"].get("processes", []))]
-    return []
+    return [
+        [int(stats["pid"]), *(int(pid) for pid in stats["pool"].get("processes", []))]
+        for name, stats in sorted((app.control.inspect(timeout=2).stats() or {}).items())
+        if name.startswith(prefix)
+    ]
+
+
+def worker_pids(app: Celery) -> list[int]:
+    """The pids of this run's workers and their pool processes."""
+    return [pid for worker in run_workers(app) for pid in worker]
 
 
 def listening_pid(port: int) -> int | None:
@@ -234,7 +240,7 @@ def run(args) -> dict:
             try:
                 with (
                     ConnectionCounter(args.postgres, database) as connections,
-                    celery_worker(env, app, pool="prefork", concurrency=WORKER_CONCURRENCY) as worker,
+                    celery_worker(env, app, pool="prefork", concurrency=WORKER_CONCURRENCY),
                     daphne(env) as base,
                 ):
                     for query in WARM_UP_QUERIES:
@@ -250,7 +256,8 @@ def run(args) -> dict:
                     figures["non_streaming"]["db_connections_least_most"] = connections.take()
                     figures["load_1m_after_bursts"] = round(os.getloadavg()[0], 2)
                     if args.soak_seconds > 0:
-                        pids = {"daphne": daphne_process(base).pid, "worker": worker.pid}
+                        # The main processes (resources() adds their children: the worker's pool processes).
+                        pids = {"daphne": daphne_pid, "worker": run_workers(app)[0][0]}
                         at_start = {name: resources(pid) for name, pid in pids.items()}
                         connections.take()
                         figures["soak"] = soak(base, key, args.soak_seconds, args.soak_rate, args.timeout)

@@ -37,9 +37,9 @@ import psycopg  # noqa: E402
 from celery import Celery  # noqa: E402
 
 from bench.scripts.api_bench import QUERIES, send_turn, setup_django  # noqa: E402
-from bench.scripts.load_bench import process_tree, resources  # noqa: E402
+from bench.scripts.load_bench import listening_pid, process_tree, resources, run_workers, worker_pids  # noqa: E402
 from tests.support.scripted_openai import ScriptedOpenAI  # noqa: E402
-from tests.support.servers import celery_worker, daphne, daphne_process, embedded_env, manage  # noqa: E402
+from tests.support.servers import celery_worker, daphne, embedded_env, manage  # noqa: E402
 
 DATABASE = "bench_capacity"
 WORKER_CONCURRENCY = 2  # as deploy's workers run (TOOLHUB_WORKER_CONCURRENCY)
@@ -108,15 +108,15 @@ def send_all(base: str, key: str, count: int, clients: int, timeout: float) -> t
 def phase(workers: int, *, env: dict, base: str, key: str, app: Celery, args) -> dict:
     """`args.requests` turns through `workers` fresh workers, after one untimed turn per pool process."""
     with ExitStack() as stack:
-        processes = [
+        for _ in range(workers):
             stack.enter_context(celery_worker(env, app, pool="prefork", concurrency=WORKER_CONCURRENCY))
-            for _ in range(workers)
-        ]
         slots = workers * WORKER_CONCURRENCY
         send_all(base, key, 2 * slots, slots, args.timeout)  # every pool process has built its indexes
+        # The workers and Daphne are forks of the test fork server, not children of the processes started here.
+        daphne_pid = listening_pid(int(base.rsplit(":", 1)[1]))
         meters = {
-            "workers": CpuMeter(lambda: [pid for p in processes for pid in process_tree(p.pid)]),
-            "daphne": CpuMeter(lambda: [daphne_process(base).pid]),
+            "workers": CpuMeter(lambda: worker_pids(app)),
+            "daphne": CpuMeter(lambda: [daphne_pid] if daphne_pid else []),
             "postgres": CpuMeter(lambda: backend_pids(args.postgres)),
         }
         for meter in meters.values():
@@ -125,7 +125,7 @@ def phase(workers: int, *, env: dict, base: str, key: str, app: Celery, args) ->
         results, seconds = send_all(base, key, args.requests, args.clients, args.timeout)
         cpu = {name: meter.stop() for name, meter in meters.items()}
         load_after = os.getloadavg()[0]
-        memory = [resources(p.pid) | {"processes": len(process_tree(p.pid))} for p in processes]
+        memory = [resources(pids[0]) | {"processes": len(process_tree(pids[0]))} for pids in run_workers(app)]
     good = [r for r in results if "error" not in r]
     in_worker = worker_turn_ms(args.postgres, since)
     request_ms = [r["turn_ms"] for r in good]
