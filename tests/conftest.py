@@ -99,7 +99,7 @@ _STATIC_LIST_SETTINGS = ("DEBUG", "INSTALLED_APPS", "STATICFILES_DIRS", "STATICF
 @pytest.fixture(scope="session", autouse=True)
 def _static_files_listed_once():
     """Each test's `client` builds Django's middleware anew, and WhiteNoise's lists and stats every static file
-    there (~180 with the admin's, 29 ms: an eighth of the console and page tests' time). A process lists them once
+    there (~180 with the admin's; 29 ms under cProfile, an eighth of the page tests' time). A process lists them once
     for each state of the settings that shape the list, and every later middleware gets the same entries."""
     from whitenoise.middleware import WhiteNoiseMiddleware
 
