@@ -77,7 +77,7 @@ def server_cpu_seconds(bases: list[str]) -> float:
     """CPU time the Daphnes have used so far (user + system, from /proc): what the fan-out costs, at any load."""
     ticks = 0
     for base in bases:
-        with open(f"/proc/{listening_pid(int(base.rsplit(':', 1)[1]))}/stat") as stat:  # Daphne, a fork server's fork
+        with open(f"/proc/{listening_pid(base)}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
         ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
     return ticks / os.sysconf("SC_CLK_TCK")

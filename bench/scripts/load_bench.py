@@ -22,6 +22,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -112,8 +113,10 @@ def worker_pids(app: Celery) -> list[int]:
     return [pid for worker in run_workers(app) for pid in worker]
 
 
-def listening_pid(port: int) -> int | None:
-    """The process that listens on this loopback TCP port (Daphne is a fork of the test fork server)."""
+def listening_pid(base_url: str) -> int | None:
+    """The process that listens on the loopback TCP port of `base_url` (Daphne is a fork of the test fork server,
+    not a child of the launcher `daphne()` starts)."""
+    port = urlsplit(base_url).port
     inodes = set()
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
@@ -246,7 +249,7 @@ def run(args) -> dict:
                     for query in WARM_UP_QUERIES:
                         send_turn(base, key, query, stream=True, timeout=args.timeout)
                     connections.take()
-                    daphne_pid = listening_pid(int(base.rsplit(":", 1)[1]))
+                    daphne_pid = listening_pid(base)
                     pids = {"worker": worker_pids(app), "daphne": [daphne_pid] if daphne_pid else []}
                     figures["streaming"] = burst(base, key, args.concurrent, stream=True, timeout=args.timeout,
                                                  pids=pids)  # fmt: skip

@@ -112,8 +112,7 @@ def phase(workers: int, *, env: dict, base: str, key: str, app: Celery, args) ->
             stack.enter_context(celery_worker(env, app, pool="prefork", concurrency=WORKER_CONCURRENCY))
         slots = workers * WORKER_CONCURRENCY
         send_all(base, key, 2 * slots, slots, args.timeout)  # every pool process has built its indexes
-        # The workers and Daphne are forks of the test fork server, not children of the processes started here.
-        daphne_pid = listening_pid(int(base.rsplit(":", 1)[1]))
+        daphne_pid = listening_pid(base)
         meters = {
             "workers": CpuMeter(lambda: worker_pids(app)),
             "daphne": CpuMeter(lambda: [daphne_pid] if daphne_pid else []),
