@@ -69,7 +69,7 @@ from catalog.mcp_client.callers import calling_as
 from catalog.mcp_client.client import observing
 from catalog.policies.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
 from catalog.policies.decision import CatalogEntry, RoutingDecision, current_catalog
-from catalog.search.service import one_catalog_state
+from catalog.search.service import catalog_state, one_catalog_state
 from toolhub.db_pool import RETRY_AFTER_SECONDS, unavailable_message
 
 from . import access as mcp_access
@@ -162,9 +162,21 @@ def session_tools(found: dict[str, RoutingDecision], *, every_permitted: bool = 
     return list(tools.values())
 
 
+_result_tokens: tuple[tuple[int, str], int] | None = None
+
+
 def result_token_limit() -> int:
-    profile = ModelProfile.objects.filter(name=settings.TOOLHUB_MODEL_PROFILE).only("reserved_result_tokens").first()
-    return profile.reserved_result_tokens if profile else DEFAULT_RESULT_TOKENS
+    """The default model profile's tokens kept for a tool's result: the most of a result /mcp passes on. Read once
+    per catalog state (a profile's save moves it: agents.apps)."""
+    global _result_tokens
+    state = catalog_state()
+    cached = _result_tokens
+    if cached is None or cached[0] != state:
+        profile = ModelProfile.objects.filter(name=settings.TOOLHUB_MODEL_PROFILE).only("reserved_result_tokens")
+        first = profile.first()
+        cached = (state, first.reserved_result_tokens if first else DEFAULT_RESULT_TOKENS)
+        _result_tokens = cached
+    return cached[1]
 
 
 def _ignore_status(*args, **kwargs) -> None:
@@ -289,9 +301,9 @@ def build_server() -> Server:
 
         def run(approval_id: int | None = None) -> tuple[CallOutcome, bool, int]:
             before = set(found_tools(key)) if params.name == settings.TOOLHUB_SEARCH_TOOL else set()
-            budget = result_token_limit()
-            # One reading of the catalog's state for the call: the bundle, its entry and the tool's route.
+            # One reading of the catalog's state for the call: the budget, the bundle, its entry and the tool's route.
             with one_catalog_state(), observing(relay.observer), calling_as(asker.caller(user_id)):
+                budget = result_token_limit()
                 outcome = call(params.name, params.arguments or {}, key, max_result_tokens=budget,
                                approval_id=approval_id)  # fmt: skip
             return outcome, bool(set(outcome.found) - before), budget

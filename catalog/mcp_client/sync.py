@@ -22,6 +22,7 @@ or approves a policy, and never talks to a server inside a transaction.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import threading
 from dataclasses import dataclass, field
@@ -263,14 +264,15 @@ def server_for_tool(name: str) -> McpServer | None:
 
 
 _routes_lock = threading.Lock()
-_routes: tuple[tuple[int, str], dict[str, tuple[int, str]]] = ((-1, ""), {})
+_routes: tuple[tuple[int, str], dict[str, tuple[McpServer, str]]] = ((-1, ""), {})
 
 
 def mcp_route(name: str) -> tuple[McpServer, str] | None:
     """(the enabled server serving catalog tool `name`, the server's name for it), or None for a tool of no server.
 
-    Which server serves which tool is read once per catalog state (a sync that changes a server's tools changes its
-    tools, which moves the state): a call then reads its server's row only (enabled, with its current settings)."""
+    Read once per catalog state, with the enabled servers' rows: a sync that changes a server's tools changes its
+    tools, and a save of a server's settings or its enabling moves the state too (catalog.search.signals),
+    so a call reads no row of its own. The server is a copy of the row: a caller may change it."""
     global _routes
     state = catalog_state()
     with _routes_lock:
@@ -279,17 +281,16 @@ def mcp_route(name: str) -> tuple[McpServer, str] | None:
         route = _routes[1].get(name)
     if route is None:
         return None
-    server = McpServer.objects.filter(pk=route[0], enabled=True).first()
-    return (server, route[1]) if server is not None else None
+    return copy.copy(route[0]), route[1]
 
 
-def _route_map() -> dict[str, tuple[int, str]]:
-    """{catalog name: (server id, the server's name for it)} of every MCP tool an enabled server lists (the first
+def _route_map() -> dict[str, tuple[McpServer, str]]:
+    """{catalog name: (server, the server's name for it)} of every MCP tool an enabled server lists (the first
     server, in the servers' order, that lists it)."""
     upstream = dict(Tool.objects.filter(source=Tool.Source.MCP).values_list("name", "upstream_name"))
-    routes: dict[str, tuple[int, str]] = {}
-    for pk, names in McpServer.objects.filter(enabled=True).values_list("pk", "tool_names"):
-        for name in names:
+    routes: dict[str, tuple[McpServer, str]] = {}
+    for server in McpServer.objects.filter(enabled=True):
+        for name in server.tool_names:
             if name in upstream:
-                routes.setdefault(name, (pk, upstream[name] or name))
+                routes.setdefault(name, (server, upstream[name] or name))
     return routes

@@ -11,6 +11,7 @@ from django.utils import timezone
 from agents.access.api_keys import create_api_key
 from agents.mcp_gateway.found_tools import found_tools, remember_found
 from agents.mcp_gateway.server import (
+    DEFAULT_RESULT_TOKENS,
     NEUTRAL,
     ApprovalNeeded,
     McpEndpoint,
@@ -18,13 +19,15 @@ from agents.mcp_gateway.server import (
     call,
     call_result,
     path_router,
+    result_token_limit,
     session_tools,
 )
-from agents.models import McpFoundTool
+from agents.models import McpFoundTool, ModelProfile
 from agents.turns.tool_calls import CallOutcome
 from catalog.mcp_client.content import wire_result
 from catalog.models import ToolPolicy
 from catalog.policies.decision import RoutingDecision
+from catalog.search.service import one_catalog_state
 from tests.support.builders import make_policy, make_tool, make_user
 from tests.support.mcp_asgi import McpAsgiClient
 
@@ -142,6 +145,19 @@ def test_an_mcp_result_passes_on_whole_with_only_its_text_cut_to_the_budget():
     assert wire["content"][1:] == [image, link] and wire["structuredContent"] == {"n": 1}
     assert wire["content"][0]["annotations"] == {"audience": ["user"]}
     assert wire["content"][0]["text"].endswith("chars]") and len(wire["content"][0]["text"]) < 1000
+
+
+def test_the_result_budget_is_the_profiles_read_once_while_the_catalog_state_stays(settings, django_assert_num_queries):
+    settings.TOOLHUB_MODEL_PROFILE = "mcp-budget"
+    assert result_token_limit() == DEFAULT_RESULT_TOKENS  # no such profile
+    profile = ModelProfile.objects.create(name="mcp-budget", context_window=8192, max_output_tokens=512,
+                                          reserved_result_tokens=300)  # fmt: skip
+    assert result_token_limit() == 300
+    with one_catalog_state(), django_assert_num_queries(0):
+        assert result_token_limit() == 300
+    profile.reserved_result_tokens = 50
+    profile.save()
+    assert result_token_limit() == 50
 
 
 # --- the ASGI endpoint (no Daphne) -------------------------------------------------------------

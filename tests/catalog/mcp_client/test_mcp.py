@@ -22,6 +22,7 @@ from catalog.mcp_client.client import McpServerUnavailable, acall_tool, call_too
 from catalog.mcp_client.sync import SCHEMA_CHANGED_NOTE, mcp_route, server_for_tool, sync_server
 from catalog.models import CatalogState, McpServer, Tool, ToolPolicy
 from catalog.models.tokens import canonical_json
+from catalog.search.service import catalog_state, one_catalog_state
 from demo.data.loyalty import loyalty_tools
 from tests.support import forkserver
 from tests.support.builders import make_policy
@@ -139,14 +140,42 @@ def test_a_route_follows_its_server_and_its_tool_as_they_change():
     assert mcp_route("lookup") == (first, "look_up") and mcp_route("missing") is None
     first.enabled = False
     first.save()
-    assert mcp_route("lookup") is None  # read per call: no change of the catalog needed
+    assert mcp_route("lookup") is None
     first.enabled = True
     first.save()
     tool.upstream_name = "lookup_v2"
     tool.save()
     assert mcp_route("lookup") == (first, "lookup_v2")
-    McpServer.objects.filter(pk=first.pk).update(url="http://127.0.0.1:9/mcp")  # a setting changed in place
+    first.url = "http://127.0.0.1:9/mcp"
+    first.save(update_fields=["url"])
     assert mcp_route("lookup")[0].url == "http://127.0.0.1:9/mcp"
+    first.connection_scope = McpServer.ConnectionScope.PER_USER
+    first.save()
+    assert mcp_route("lookup")[0].connection_scope == McpServer.ConnectionScope.PER_USER
+    McpServer.objects.get(pk=first.pk).delete()
+    assert mcp_route("lookup") is None
+
+
+def test_a_call_reads_no_server_row_while_the_catalog_state_stays_and_a_sync_report_leaves_it(
+    django_assert_num_queries,
+):
+    server = McpServer.objects.create(name="first", command="true", tool_names=["lookup"])
+    Tool.objects.create(name="lookup", description="Look up.", input_schema={"type": "object"},
+                        source=Tool.Source.MCP, is_mcp=True)  # fmt: skip
+    assert mcp_route("lookup")[0] == server  # read once for this catalog state
+    state = catalog_state()
+
+    with one_catalog_state(), django_assert_num_queries(0):
+        route = mcp_route("lookup")
+    route[0].command = "changed by a caller"  # each caller gets its own copy of the row
+    assert mcp_route("lookup")[0].command == "true"
+
+    # What a sync records of itself (its phase, report, status) is no setting: the state, and with it every
+    # index built for it, stays.
+    server.status, server.status_message = McpServer.Status.OK, "3 unchanged"
+    server.save(update_fields=["status", "status_message", "last_synced_at", "sync_phase", "sync_report"])
+    McpServer.objects.filter(pk=server.pk).update(sync_phase=McpServer.SyncPhase.LISTING)
+    assert catalog_state() == state
 
 
 def test_sync_adopts_the_demo_catalog_tools_and_keeps_their_policies(tmp_path, demo_catalog):
