@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from catalog.models import CatalogState, Tool, ToolEmbedding, ToolExample, ToolPolicy
 
@@ -104,8 +104,17 @@ def catalog_state() -> tuple[int, str]:
     pinned = _pinned_state.get()
     if pinned is not None:
         return pinned
-    row = CatalogState.objects.filter(pk=CatalogState.SINGLETON_ID).values_list("version", "stamp").first()
-    return row or (0, "")
+    # Read by every turn, search and /mcp call: one plain statement rather than a queryset, whose compilation costs
+    # ten times what the query does (SQLite: 155 against 12 us a reading).
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {quote('version')}, {quote('stamp')} FROM {quote(CatalogState._meta.db_table)} "
+            f"WHERE {quote('id')} = %s",
+            [CatalogState.SINGLETON_ID],
+        )
+        row = cursor.fetchone()
+    return (row[0], row[1]) if row else (0, "")
 
 
 @contextlib.contextmanager
