@@ -330,7 +330,8 @@ class TextEmbedding(models.Model):
 
 
 class CatalogState(models.Model):
-    """One row: `version` goes up (in the database) whenever a tool, policy or domain changes.
+    """One row: `version` goes up (in the database) whenever a tool, policy or domain changes, or anything else a
+    process reads once per catalog state (catalog.search.signals says what: an MCP server's settings among them).
 
     `stamp` is new random text on every bump: a rolled-back transaction can make a
     version number come round twice, a stamp never does (the search index keys on both).
