@@ -4,10 +4,13 @@ A key carries scopes (ApiKey.Scope); what it may do is decided by agents.access.
 """
 
 import datetime
+import functools
 import hashlib
 import hmac
 import secrets
 
+from django.contrib.auth import get_user_model
+from django.db import connection
 from django.utils import timezone
 
 from agents.models import ApiKey
@@ -33,14 +36,35 @@ def create_api_key(*, user, name: str, scopes=ApiKey.DEFAULT_SCOPES, list_every_
 
 
 def authenticate(key: str) -> ApiKey | None:
+    """The active key `key` is, with its user loaded, or None (unknown, revoked, wrong secret, inactive user)."""
     parts = key.split("_", 2)
     if len(parts) != 3 or parts[0] != "th":
         return None
-    api_key = ApiKey.objects.select_related("user").filter(prefix=parts[1], revoked=False).first()
-    if api_key is None or not hmac.compare_digest(api_key.key_hash, _digest(key)) or not api_key.user.is_active:
+    key_sql, user_sql = _lookup_sql()
+    api_key = next(iter(ApiKey.objects.raw(key_sql, [parts[1], False])), None)
+    if api_key is None or not hmac.compare_digest(api_key.key_hash, _digest(key)):
         return None
+    user = next(iter(get_user_model().objects.raw(user_sql, [api_key.user_id])), None)
+    if user is None or not user.is_active:
+        return None
+    api_key.user = user
     touch_last_used(api_key)
     return api_key
+
+
+@functools.cache
+def _lookup_sql() -> tuple[str, str]:
+    """(the unrevoked key of a prefix, a user by id): every API request (/v1 and /mcp) reads both, so as plain
+    statements (raw querysets: the fields' conversions, no compilation) rather than one queryset with its user joined,
+    whose compilation cost more than its query (in-process: see CHANGELOG.md, 2026-12-07)."""
+    quote = connection.ops.quote_name
+    keys, users = ApiKey._meta, get_user_model()._meta
+    key_sql = (
+        f"SELECT * FROM {quote(keys.db_table)} WHERE {quote(keys.get_field('prefix').column)} = %s "
+        f"AND {quote(keys.get_field('revoked').column)} = %s ORDER BY {quote(keys.pk.column)} LIMIT 1"
+    )
+    user_sql = f"SELECT * FROM {quote(users.db_table)} WHERE {quote(users.pk.column)} = %s"
+    return key_sql, user_sql
 
 
 def touch_last_used(api_key: ApiKey) -> None:
