@@ -81,17 +81,16 @@ def read_permissions(user) -> None:
 @functools.cache
 def _permissions_sql() -> tuple[str, str]:
     """SELECTs of (app label, codename): of every permission (a superuser's), and of those a user holds directly or
-    through a group (the user's id twice), with the tables and columns Django gives the project's user model and
-    django.contrib.auth."""
+    through a group (the user's id twice): django.contrib.auth's tables, and the many-to-many tables Django made for
+    the project's user model."""
     quote = connection.ops.quote_name
     user_model = get_user_model()
     own, groups = user_model._meta.get_field("user_permissions"), user_model._meta.get_field("groups")
     granted = Group._meta.get_field("permissions")
-    permission_id, content_type = quote(Permission._meta.pk.column), Permission._meta.get_field("content_type")
+    permission_id = quote("id")
     every = (
         f"SELECT DISTINCT ct.{quote('app_label')}, p.{quote('codename')} FROM {quote(Permission._meta.db_table)} p "
-        f"JOIN {quote(ContentType._meta.db_table)} ct ON ct.{quote(ContentType._meta.pk.column)} = "
-        f"p.{quote(content_type.column)}"
+        f"JOIN {quote(ContentType._meta.db_table)} ct ON ct.{quote('id')} = p.{quote('content_type_id')}"
     )
     held = (
         f"{every} WHERE p.{permission_id} IN (SELECT {quote(own.m2m_reverse_name())} FROM {quote(own.m2m_db_table())} "

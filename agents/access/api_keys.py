@@ -58,12 +58,12 @@ def _lookup_sql() -> tuple[str, str]:
     statements (raw querysets: the fields' conversions, no compilation) rather than one queryset with its user joined,
     whose compilation cost more than its query (in-process: see CHANGELOG.md, 2026-12-07)."""
     quote = connection.ops.quote_name
-    keys, users = ApiKey._meta, get_user_model()._meta
+    users = get_user_model()._meta
     key_sql = (
-        f"SELECT * FROM {quote(keys.db_table)} WHERE {quote(keys.get_field('prefix').column)} = %s "
-        f"AND {quote(keys.get_field('revoked').column)} = %s ORDER BY {quote(keys.pk.column)} LIMIT 1"
+        f"SELECT * FROM {quote(ApiKey._meta.db_table)} WHERE {quote('prefix')} = %s AND {quote('revoked')} = %s "
+        f"ORDER BY {quote('id')} LIMIT 1"
     )
-    user_sql = f"SELECT * FROM {quote(users.db_table)} WHERE {quote(users.pk.column)} = %s"
+    user_sql = f"SELECT * FROM {quote(users.db_table)} WHERE {quote(users.pk.attname)} = %s"
     return key_sql, user_sql
 
 

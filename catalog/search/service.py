@@ -115,9 +115,9 @@ def catalog_state() -> tuple[int, str]:
 def _state_sql() -> str:
     """The state's row: read by every turn, search and /mcp call, so one plain statement rather than a queryset,
     whose compilation costs ten times what the query does (SQLite: 155 against 12 us a reading)."""
-    quote, meta = connection.ops.quote_name, CatalogState._meta
-    version, stamp = (quote(meta.get_field(name).column) for name in ("version", "stamp"))
-    return f"SELECT {version}, {stamp} FROM {quote(meta.db_table)} WHERE {quote(meta.pk.column)} = %s"
+    quote = connection.ops.quote_name
+    table = quote(CatalogState._meta.db_table)
+    return f"SELECT {quote('version')}, {quote('stamp')} FROM {table} WHERE {quote('id')} = %s"
 
 
 @contextlib.contextmanager
