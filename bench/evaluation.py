@@ -419,7 +419,7 @@ def bench_context(
     clause vectors), else it sees the search alone. `search(query, allowed, limit) -> names` replaces the plain
     index search; `exclude()` names the example keys a query must not see (a warm run's self-matches).
     """
-    entries = [
+    entries = tuple(  # a tuple, as current_catalog() gives the live steward (what is derived from it is kept)
         CatalogEntry(
             name=tool["name"],
             description=tool["description"],
@@ -431,7 +431,7 @@ def bench_context(
             policy=BENCH_POLICY,
         )
         for tool in tools
-    ]
+    )
 
     def plain_search(query, allowed, limit):
         return index.search(query, allowed=allowed, limit=limit, exclude_examples=exclude()).names

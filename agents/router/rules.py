@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from catalog.models import Action
 from catalog.policies.bundle import allowed_names
-from catalog.policies.decision import CatalogEntry, PolicyView, RoutingDecision, current_catalog
+from catalog.policies.decision import CatalogEntry, PolicyView, RoutingDecision, current_catalog, entries_by_name
 from catalog.policies.flows import Flow, configured_flows
 from catalog.search import embeddings
 from catalog.search.service import one_catalog_state, rank_catalog, search_catalog
@@ -207,7 +207,7 @@ def gather(texts: list[str], context: StewardContext) -> list[Evidence]:
     """The evidence of each text: its nearest examples, its rank over the catalog, its phrases.
 
     `texts`: the request, then its clauses when it has several (route)."""
-    by_name = {entry.name: entry for entry in context.entries}
+    by_name = entries_by_name(context.entries)
     vectors = written = None
     if context.embed is not None and len(texts) > 1:
         vectors, written = whole_from_clauses(texts[1:], context.embed)
@@ -286,7 +286,7 @@ def recommend(
 ) -> tuple[list[str], list[str]]:
     """(recommended tools, reasons): the best permitted candidates of the request and of each clause."""
     decision = routed.decision
-    allowed = set(allowed_names(decision, context.entries))
+    allowed = allowed_names(decision, context.entries)
     picks: list[str] = []
     reasons: list[str] = []
     calculator = settings.TOOLHUB_CALCULATOR_TOOL
@@ -297,8 +297,8 @@ def recommend(
     # A written-out expression with a few words around it ("What is 15 + 27?") is the calculator's alone.
     expression_only = symbolic and len(_WORDS.findall(text)) <= EXPRESSION_WORDS
     entry_tools = flow_entry_tools(decision, context.entries)
-    candidates = allowed | set(entry_tools)
-    by_name = {entry.name: entry for entry in context.entries}
+    candidates = allowed | entry_tools.keys() if entry_tools else allowed
+    by_name = entries_by_name(context.entries)
     whole = best_candidates(routed, candidates, by_name) if routed.needs_tool and not expression_only else []
     # Every step first: the request's best tool, then each clause's best not yet picked, then the request's
     # other near-best candidates (near-duplicates of its strongest step must not crowd out a later step).
@@ -313,7 +313,7 @@ def recommend(
     return picks[:max_tools], reasons
 
 
-def best_candidates(routed: Routed, candidates: set[str], entries_by_name: Mapping[str, CatalogEntry]) -> list[str]:
+def best_candidates(routed: Routed, candidates: Collection[str], by_name: Mapping[str, CatalogEntry]) -> list[str]:
     """The permitted tools within RECOMMEND_MARGIN of the best, the best of the decided action first."""
     scored = sorted(
         ((score, name) for name, score in routed.tool_scores.items() if name in candidates),
@@ -326,7 +326,7 @@ def best_candidates(routed: Routed, candidates: set[str], entries_by_name: Mappi
     # The decided action leads: the best candidate whose operation is that action comes first.
     action = routed.decision.action
     # Candidates are names policy allows or flows' first steps (allowed_names, flow_entry_tools): each has a policy.
-    matching = [name for _, name in scored if ACTION_OF_OPERATION.get(entries_by_name[name].policy.operation) == action]  # type: ignore[union-attr]
+    matching = [name for _, name in scored if ACTION_OF_OPERATION.get(by_name[name].policy.operation) == action]  # type: ignore[union-attr]
     if matching:
         picks = [matching[0], *(name for name in picks if name != matching[0])][:RECOMMEND_PER_INTENT]
     return picks

@@ -41,7 +41,7 @@ from catalog.models import READ_ONLY_OPERATIONS, Risk, ToolPolicy
 from catalog.models.tokens import count_json_tokens, count_tokens
 
 from .archive import archive_section
-from .decision import CatalogEntry, PolicyView, RoutingDecision
+from .decision import CatalogEntry, PolicyView, RoutingDecision, derived
 from .staged import narrow_schema
 
 audit = logging.getLogger("toolhub.audit")
@@ -154,10 +154,17 @@ def denial_reason(entry: CatalogEntry, decision: RoutingDecision, *, min_confide
 
 
 def allowed_names(decision: RoutingDecision, catalog: Sequence[CatalogEntry]) -> frozenset[str]:
-    """Names policy allows for this decision (before the side-query bound and the token cap)."""
+    """Names policy allows for this decision (before the side-query bound and the token cap). Computed once per
+    catalog and what denial_reason reads of a decision (its confidence only as above or below the gate)."""
     min_confidence = settings.TOOLHUB_MIN_CONFIDENCE
-    return frozenset(
-        entry.name for entry in catalog if denial_reason(entry, decision, min_confidence=min_confidence) is None
+    key = ("allowed", decision.action, decision.domains, decision.phase, decision.side_query,
+           decision.confidence >= min_confidence, min_confidence)  # fmt: skip
+    return derived.get(
+        catalog,
+        key,
+        lambda: frozenset(
+            entry.name for entry in catalog if denial_reason(entry, decision, min_confidence=min_confidence) is None
+        ),
     )
 
 

@@ -5,14 +5,17 @@
 bundle rules look at; `load_catalog()` builds them in two queries.
 """
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from catalog.models import Action, Tool
 from catalog.search.service import catalog_state
 
 from .deferral import is_deferred
+
+T = TypeVar("T")
 
 
 class DecisionData(TypedDict):
@@ -122,6 +125,41 @@ def load_catalog() -> list[CatalogEntry]:
 
 
 _current: tuple[tuple[int, str], tuple[CatalogEntry, ...]] | None = None
+
+
+class _Derived:
+    """What is computed from one catalog tuple (the whole catalog, walked once), kept while that tuple is the one
+    asked about: current_catalog() hands out the same tuple until the catalog state moves, so a request reads an
+    entry by name or the names a decision allows without walking thousands of entries again."""
+
+    MAX = 256
+
+    def __init__(self) -> None:
+        self._catalog: tuple[CatalogEntry, ...] | None = None
+        self._values: dict[Hashable, Any] = {}
+        self._lock = threading.Lock()  # requests run on several threads
+
+    def get(self, catalog: Sequence[CatalogEntry], key: Hashable, make: Callable[[], T]) -> T:
+        if not isinstance(catalog, tuple):  # a list may change under us: computed each time
+            return make()
+        with self._lock:
+            if catalog is self._catalog and key in self._values:
+                known: T = self._values[key]
+                return known
+        value = make()
+        with self._lock:
+            if catalog is not self._catalog or len(self._values) >= self.MAX:
+                self._catalog, self._values = catalog, {}
+            self._values[key] = value
+        return value
+
+
+derived = _Derived()
+
+
+def entries_by_name(catalog: Sequence[CatalogEntry]) -> Mapping[str, CatalogEntry]:
+    """The catalog's entries by name (read-only: shared by every request on the same catalog)."""
+    return derived.get(catalog, "by name", lambda: {entry.name: entry for entry in catalog})
 
 
 def current_catalog() -> tuple[CatalogEntry, ...]:

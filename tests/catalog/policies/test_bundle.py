@@ -8,7 +8,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from catalog.models.tokens import count_tokens
-from catalog.policies.bundle import build_bundle, denial_reason
+from catalog.policies.bundle import allowed_names, build_bundle, denial_reason
 from catalog.policies.decision import CatalogEntry, PolicyView, RoutingDecision
 
 SCHEMA = {"type": "object", "properties": {"id": {"type": "string"}}}
@@ -265,3 +265,22 @@ def test_the_archive_lists_a_bounded_number_of_names_per_domain(settings):
     bundle = build_bundle(decide(), catalog)
     assert "- loyalty: read_0, read_1, read_2 and 2 more (find them with tool_search)" in bundle.archive
     assert len(bundle.deferred_names) == 5  # still all searchable
+
+
+def test_the_names_a_decision_allows_are_kept_per_catalog_and_follow_the_gate_and_the_catalog(settings):
+    settings.TOOLHUB_MIN_CONFIDENCE = 0.9
+    catalog = (
+        entry("read_thing", policy()),
+        entry("make_thing", policy("create")),
+        entry("other_domain", policy("create", domains=("x",))),
+    )
+    confident, unsure = decide("create", confidence=0.95), decide("create", confidence=0.5)
+
+    assert allowed_names(confident, catalog) == {"read_thing", "make_thing"}
+    assert allowed_names(decide("create", confidence=0.99), catalog) is allowed_names(confident, catalog)  # kept
+    assert allowed_names(unsure, catalog) == {"read_thing"}
+    assert allowed_names(decide("create", domains=("x",), confidence=0.95), catalog) == {"read_thing", "other_domain"}
+    settings.TOOLHUB_MIN_CONFIDENCE = 0.97
+    assert allowed_names(confident, catalog) == {"read_thing"}
+    another = (*catalog[:1], entry("make_thing", policy("create", status="draft")))
+    assert allowed_names(decide("create", confidence=0.99), another) == {"read_thing"}  # a new catalog, read anew
