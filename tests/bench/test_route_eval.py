@@ -178,6 +178,14 @@ def test_route_eval_end_to_end_with_baselines(bench_files, monkeypatch):
     assert report["baselines"]["name_substring"]["recall@5"] == pytest.approx(2 / 3, abs=1e-4)
 
 
+def test_route_eval_keeps_only_the_queries_within_max_words(bench_files, settings):
+    settings.TOOLHUB_SEARCH_EMBEDDINGS = False
+    catalog, queries = bench_files
+    report = run_route_eval("--catalog", str(catalog), "--queries", str(queries), "--max-words", "6")
+    assert report["n_queries"] == 2  # "what is the weather forecast in Paris" has 7 words
+    assert report["per_source"]["y"]["n"] == 1 and report["per_source"]["x"]["n"] == 1
+
+
 def test_route_eval_with_dense_off_runs_bm25_and_skips_the_dense_baseline(bench_files, settings):
     settings.TOOLHUB_SEARCH_EMBEDDINGS = False
     catalog, queries = bench_files

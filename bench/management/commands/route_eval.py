@@ -60,6 +60,7 @@ class Command(BaseCommand):
             "--sample", type=int, default=0, help="A seeded sample of N queries (0: all), e.g. of a large dev set."
         )
         parser.add_argument("--seed", type=int, default=0, help="The sample's seed (default 0).")
+        parser.add_argument("--max-words", type=int, default=0, help="Only queries of at most N words (0: all).")
         history = parser.add_mutually_exclusive_group()
         history.add_argument("--history", help="JSONL of past queries (same format) loaded as approved examples.")
         history.add_argument(
@@ -85,6 +86,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if options["split_history"]:
             history, queries = split_by_id(queries)
+        if options["max_words"] > 0:
+            queries = [query for query in queries if len(query.query.split()) <= options["max_words"]]
         if 0 < options["sample"] < len(queries):
             queries = random.Random(options["seed"]).sample(queries, options["sample"])
         if options["limit"] > 0:
