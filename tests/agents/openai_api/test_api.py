@@ -96,6 +96,20 @@ def test_keys_are_stored_hashed_and_revocable(key):
     assert authenticate(key) is None
 
 
+def test_a_key_is_refused_with_a_wrong_secret_or_an_inactive_user_and_comes_with_its_user(
+    key, django_assert_num_queries
+):
+    prefix = ApiKey.objects.get().prefix
+    assert authenticate(f"th_{prefix}_not-the-secret") is None
+    assert authenticate(key.replace("th_", "tk_", 1)) is None
+    found = authenticate(key)
+    with django_assert_num_queries(0):
+        assert found.user.username == "ops" and found.user.is_active is True
+    found.user.is_active = False
+    found.user.save()
+    assert authenticate(key) is None
+
+
 def test_create_api_key_prints_the_key_once_on_its_last_line(capsys):
     make_user("operator")
     call_command("create_api_key", "ci-agent")
