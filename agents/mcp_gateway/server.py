@@ -46,7 +46,6 @@ import asyncio
 import io
 import json
 import logging
-import threading
 import time
 from collections import defaultdict
 
@@ -68,7 +67,7 @@ from agents.turns.tool_calls import CallOutcome, execute, refusal_reason, run_to
 from catalog.mcp_client.callers import calling_as
 from catalog.mcp_client.client import observing
 from catalog.policies.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
-from catalog.policies.decision import CatalogEntry, RoutingDecision, current_catalog
+from catalog.policies.decision import CatalogEntry, RoutingDecision, current_catalog, derived, entries_by_name
 from catalog.search.service import catalog_state, one_catalog_state
 from toolhub.db_pool import RETRY_AFTER_SECONDS, unavailable_message
 
@@ -98,43 +97,16 @@ SERVER_BUSY = -32050  # JSON-RPC implementation-defined server error: no databas
 # --- what a session sees and may call (sync: ORM and the runtime's code) ---------------------------
 
 
-class _Bundles:
-    """Bundles built from the process's current catalog, kept until the catalog changes (it is rebuilt then)."""
-
-    MAX = 256
-
-    def __init__(self):
-        self._entries: tuple | None = None
-        self._built: dict[tuple, CapabilityBundle] = {}
-        self._by_name: dict[str, CatalogEntry] = {}
-        self._lock = threading.Lock()  # calls run on several threads
-
-    def _current(self) -> tuple:
-        entries = current_catalog()  # the same tuple while the catalog state stays the same
-        if entries is not self._entries or len(self._built) > self.MAX:
-            self._entries, self._built = entries, {}
-            self._by_name = {entry.name: entry for entry in entries}
-        return entries
-
-    def get(self, decision: RoutingDecision, recommended: tuple[str, ...] = ()) -> CapabilityBundle:
-        with self._lock:
-            entries = self._current()
-            key = (decision, recommended)
-            if key not in self._built:
-                self._built[key] = build_bundle(decision, entries, recommended=recommended)
-            return self._built[key]
-
-    def entry(self, name: str) -> CatalogEntry | None:
-        with self._lock:
-            self._current()
-            return self._by_name.get(name)
-
-    def entries(self) -> tuple[CatalogEntry, ...]:
-        with self._lock:
-            return self._current()
+def _bundle(decision: RoutingDecision, recommended: tuple[str, ...] = ()) -> CapabilityBundle:
+    """A bundle of the process's current catalog, built once per catalog (catalog.policies.decision.derived)."""
+    entries = current_catalog()  # the same tuple while the catalog state stays the same
+    return derived.get(
+        entries, ("mcp bundle", decision, recommended), lambda: build_bundle(decision, entries, recommended=recommended)
+    )
 
 
-_bundles = _Bundles()
+def _entry(name: str) -> CatalogEntry | None:
+    return entries_by_name(current_catalog()).get(name)
 
 
 def session_tools(found: dict[str, RoutingDecision], *, every_permitted: bool = False) -> list[LoadedTool]:
@@ -142,10 +114,10 @@ def session_tools(found: dict[str, RoutingDecision], *, every_permitted: bool = 
 
     `every_permitted` (a key for clients that never search, ApiKey.lists_every_permitted_tool): then every other
     tool a direct call may run, by name, while the list stays within TOOLHUB_MCP_LIST_ALL_TOKENS schema tokens."""
-    tools = {tool.name: tool for tool in _bundles.get(NEUTRAL).loaded}
+    tools = {tool.name: tool for tool in _bundle(NEUTRAL).loaded}
     if every_permitted:
         budget = settings.TOOLHUB_MCP_LIST_ALL_TOKENS - sum(tool.schema_tokens for tool in tools.values())
-        for entry in sorted(_bundles.entries(), key=lambda entry: entry.name):
+        for entry in sorted(current_catalog(), key=lambda entry: entry.name):
             if entry.name in tools or direct_calls.refusal(entry.name, entry) is not None:
                 continue
             tool = loaded_tool(entry)
@@ -156,7 +128,7 @@ def session_tools(found: dict[str, RoutingDecision], *, every_permitted: bool = 
     for name, decision in found.items():
         by_decision[decision].append(name)
     for decision, names in by_decision.items():
-        for tool in _bundles.get(decision, tuple(sorted(names))).loaded:
+        for tool in _bundle(decision, tuple(sorted(names))).loaded:
             if tool.name in names:
                 tools.setdefault(tool.name, tool)
     return list(tools.values())
@@ -167,7 +139,8 @@ _result_tokens: tuple[tuple[int, str], int] | None = None
 
 def result_token_limit() -> int:
     """The default model profile's tokens kept for a tool's result: the most of a result /mcp passes on. Read once
-    per catalog state (a profile's save moves it: agents.apps)."""
+    per catalog state (a profile's save moves it: agents.apps); keyed on the state itself, not on the catalog tuple
+    (catalog.policies.decision.derived), since an empty catalog is the same tuple in every state."""
     global _result_tokens
     state = catalog_state()
     cached = _result_tokens
@@ -186,7 +159,7 @@ def _ignore_status(*args, **kwargs) -> None:
 def search_tools(arguments: dict, api_key_id: int) -> CallOutcome:
     """tool_search over MCP: the steward's decision for the query decides what may be found; the key keeps it."""
     search = settings.TOOLHUB_SEARCH_TOOL
-    neutral = _bundles.get(NEUTRAL)
+    neutral = _bundle(NEUTRAL)
     reason = refusal_reason(search, neutral)
     if reason:
         return CallOutcome(content=json.dumps({"error": reason}), is_error=True, refused=True)
@@ -216,11 +189,11 @@ def call(
         if outcome.refused:
             raise ToolRefused(json.loads(outcome.content)["error"])
         return outcome
-    entry = _bundles.entry(name)
+    entry = _entry(name)
     reason = direct_calls.refusal(name, entry)
     if reason:
         raise ToolRefused(reason)
-    bundle = direct_calls.bundle_holding(_bundles.get(NEUTRAL), entry)
+    bundle = direct_calls.bundle_holding(_bundle(NEUTRAL), entry)
     budget = max_result_tokens or result_token_limit()
     if not direct_calls.requires_approval(entry):
         tool_call = ToolCall(id=f"mcp-{time.monotonic_ns()}", name=name, arguments=json.dumps(arguments))
@@ -256,7 +229,7 @@ def call_result(outcome: CallOutcome, max_tokens: int) -> types.CallToolResult:
 
 def _mcp_tool(tool: LoadedTool) -> types.Tool:
     function = tool.definition["function"]
-    entry = _bundles.entry(tool.name)
+    entry = _entry(tool.name)
     return types.Tool.model_validate(
         {
             "name": function["name"],

@@ -130,7 +130,8 @@ _current: tuple[tuple[int, str], tuple[CatalogEntry, ...]] | None = None
 class _Derived:
     """What is computed from one catalog tuple (the whole catalog, walked once), kept while that tuple is the one
     asked about: current_catalog() hands out the same tuple until the catalog state moves, so a request reads an
-    entry by name or the names a decision allows without walking thousands of entries again."""
+    entry by name or the names a decision allows without walking thousands of entries again. Only what the entries
+    alone decide: two states with no tools share the empty tuple."""
 
     MAX = 256
 
