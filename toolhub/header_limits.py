@@ -14,7 +14,14 @@ each with a one-line text/plain body. The answer is written, then the write side
 still sends is read and dropped for up to LINGER_SECONDS, so the answer is not lost to a reset while a client is
 still sending a long header. `install()` makes Daphne's HTTP factory build these channels (toolhub.asgi calls it);
 it never changes the limits themselves and never sees a request that passes them.
+
+The requests these channels build leave a POST body as bytes: Twisted would otherwise parse every form body
+(urlencoded or multipart/form-data, judged by reading each POST's Content-Type through the email package) into
+request.args, which Daphne never reads: it passes the body to the application unparsed, and Django parses forms
+itself. That parse was ~4 % of a /mcp call's time on Daphne's thread, and a multipart upload's body was held twice.
 """
+
+import functools
 
 from twisted.web import http
 
@@ -47,6 +54,15 @@ class AnsweringHTTPChannel(http.HTTPChannel):
     """Twisted's HTTP/1.1 channel, but a request over its limits, or malformed, gets an answer before the close."""
 
     _refused = False
+    _request_factory = http.Request
+
+    @property
+    def requestFactory(self):
+        return self._request_factory
+
+    @requestFactory.setter
+    def requestFactory(self, factory):  # Daphne sets its WebRequest on each connection it builds
+        self._request_factory = functools.partial(factory, parsePOSTFormSubmission=False)
 
     def lineLengthExceeded(self, line):
         # Nothing of this request counted yet: the first line is the one over the limit.

@@ -119,3 +119,18 @@ def test_a_request_within_the_limits_is_not_answered_by_the_parser(connect):
     send(protocol, b"POST /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n" + fields + b"Content-Length: 10\r\n\r\n")
 
     assert socket.value() == b"" and not socket.write_closed and not socket.disconnecting
+
+
+def test_a_form_body_is_left_to_the_application_unparsed(connect, monkeypatch):
+    """Daphne hands the body on as bytes; Twisted's own parse of form bodies into request.args is not done."""
+    from daphne.http_protocol import WebRequest
+
+    seen = []
+    monkeypatch.setattr(WebRequest, "process", lambda request: seen.append((request.args, request.content.read())))
+    protocol, socket = connect()
+
+    body = b"a=1&b=2"
+    send(protocol, b"POST /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+
+    assert seen == [({}, body)]
