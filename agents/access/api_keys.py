@@ -14,6 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agents.models import ApiKey
+from toolhub.model_rows import fetch_one
 
 LAST_USED_RESOLUTION = datetime.timedelta(minutes=1)
 
@@ -40,11 +41,11 @@ def authenticate(key: str) -> ApiKey | None:
     parts = key.split("_", 2)
     if len(parts) != 3 or parts[0] != "th":
         return None
-    key_sql, user_sql = _lookup_sql()
-    api_key = next(iter(ApiKey.objects.raw(key_sql, [parts[1], False])), None)
+    key_where, user_where = _lookup_sql()
+    api_key = fetch_one(ApiKey, key_where, [parts[1], False])
     if api_key is None or not hmac.compare_digest(api_key.key_hash, _digest(key)):
         return None
-    user = next(iter(get_user_model().objects.raw(user_sql, [api_key.user_id])), None)
+    user = fetch_one(get_user_model(), user_where, [api_key.user_id])
     if user is None or not user.is_active:
         return None
     api_key.user = user
@@ -54,17 +55,12 @@ def authenticate(key: str) -> ApiKey | None:
 
 @functools.cache
 def _lookup_sql() -> tuple[str, str]:
-    """(the unrevoked key of a prefix, a user by id): every API request (/v1 and /mcp) reads both, so as plain
-    statements (raw querysets: the fields' conversions, no compilation) rather than one queryset with its user joined,
-    whose compilation cost more than its query (in-process: see CHANGELOG.md, 2026-12-07)."""
+    """(the unrevoked key of a prefix, a user by id), as WHERE clauses: every API request (/v1 and /mcp) reads both,
+    so as plain statements (toolhub.model_rows) rather than one queryset with its user joined, whose compilation cost
+    more than its query (in-process: see CHANGELOG.md, 2026-12-07)."""
     quote = connection.ops.quote_name
-    users = get_user_model()._meta
-    key_sql = (
-        f"SELECT * FROM {quote(ApiKey._meta.db_table)} WHERE {quote('prefix')} = %s AND {quote('revoked')} = %s "
-        f"ORDER BY {quote('id')} LIMIT 1"
-    )
-    user_sql = f"SELECT * FROM {quote(users.db_table)} WHERE {quote(users.pk.attname)} = %s"
-    return key_sql, user_sql
+    key_where = f"{quote('prefix')} = %s AND {quote('revoked')} = %s ORDER BY {quote('id')} LIMIT 1"
+    return key_where, f"{quote(get_user_model()._meta.pk.column)} = %s"
 
 
 def touch_last_used(api_key: ApiKey) -> None:

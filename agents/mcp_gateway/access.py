@@ -65,6 +65,11 @@ class Admission:
     use_refused: Refusal | None = None
     call_refused: Refusal | None = None
 
+    @property
+    def may_call(self) -> bool:
+        """Whether the request may ask a server for something (a tools/call ...) once its body passes."""
+        return self.credential is not None and self.exceeded is None and self.use_refused is self.call_refused is None
+
 
 def admit(token: str, *, resource: str) -> Admission:
     """Authenticate the bearer, count it against its rate limits, and decide both of its abilities: one hop to the
@@ -84,18 +89,32 @@ def admit(token: str, *, resource: str) -> Admission:
     )
 
 
-async def check(admission: Admission, scope, receive):
-    """(None, receive) when the request may go to the SDK (receive replays a body read here); else (Denial, _).
+async def read_message(scope, receive):
+    """(message, rejected, receive): a POST's JSON-RPC message (or batch) read and checked by
+    agents.mcp_gateway.body_limits (size, JSON, depth, batch, strings), or why it was refused, and a receive that
+    replays the body for the SDK; (None, None, receive) for other methods. Read before the bearer is admitted, so
+    the call it carries can be planned in the admission's hop (agents.mcp_gateway.server); a refusal waits for
+    `check`, which raises it after the answers that come first (401, 429, 403 for the owner)."""
+    if scope.get("method") != "POST":
+        return None, None, receive
+    try:
+        body, receive = await body_limits.read_body(scope, receive)
+        return body_limits.check_body(body), None, receive
+    except body_limits.McpInputRejected as rejected:
+        return None, rejected, receive
 
-    `admission` holds an API key's or an OAuth access token's refusals, decided alike (`admit`). A POST body over
-    agents.mcp_gateway.body_limits's bounds raises its McpInputRejected.
+
+def check(admission: Admission, message, rejected: body_limits.McpInputRejected | None) -> Denial | None:
+    """None when the request may go to the SDK, else its Denial (403: the owner or the scopes); raises `rejected`
+    (read_message's refusal of the body) once the owner may use /mcp.
+
+    `admission` holds an API key's or an OAuth access token's refusals, decided alike (`admit`).
     """
     if admission.use_refused is not None:
-        return forbidden(admission.use_refused), receive
-    if scope.get("method") != "POST":
-        return None, receive
-    body, receive = await body_limits.read_body(scope, receive)
-    ids = tool_call_ids(body_limits.check_body(body))
+        return forbidden(admission.use_refused)
+    if rejected is not None:
+        raise rejected
+    ids = tool_call_ids(message)
     if ids and admission.call_refused is not None:
-        return forbidden(admission.call_refused, ids[0]), receive
-    return None, receive
+        return forbidden(admission.call_refused, ids[0])
+    return None

@@ -48,6 +48,7 @@ import json
 import logging
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 
 import mcp_types as types
 from channels.db import database_sync_to_async
@@ -63,9 +64,18 @@ from agents.models import ApiKey, ModelProfile
 from agents.providers import ToolCall
 from agents.router import StewardContext, analyze
 from agents.tools.results import truncate_blocks
-from agents.turns.tool_calls import CallOutcome, execute, refusal_reason, run_tool_search, schema_problem
-from catalog.mcp_client.callers import calling_as
+from agents.turns.tool_calls import (
+    CallOutcome,
+    execute,
+    execute_on_server,
+    refusal_reason,
+    run_tool_search,
+    schema_problem,
+)
+from catalog.mcp_client.callers import Caller, calling_as
 from catalog.mcp_client.client import observing
+from catalog.mcp_client.sync import mcp_route
+from catalog.models import McpServer
 from catalog.policies.bundle import CapabilityBundle, LoadedTool, build_bundle, loaded_tool
 from catalog.policies.decision import CatalogEntry, RoutingDecision, current_catalog, derived, entries_by_name
 from catalog.search.service import catalog_state, one_catalog_state
@@ -75,6 +85,7 @@ from . import access as mcp_access
 from . import call_approvals, direct_calls, oauth
 from . import resources as mcp_resources
 from . import subscriptions as mcp_subscriptions
+from .access import TOOLS_CALL
 from .body_limits import McpInputRejected
 from .call_approvals import ApprovalNeeded
 from .client_requests import ClientAsker
@@ -89,6 +100,7 @@ SERVER_NAME = "toolhub"
 SESSION_IDLE_SECONDS = 30 * 60  # the SDK's default
 API_KEY_SCOPE = "toolhub.api_key_id"  # the ASGI scope key under which the endpoint passes the caller's key on
 KEY_USER_SCOPE = "toolhub.api_key_user_id"  # and the user that key acts for
+PLANNED_CALL_SCOPE = "toolhub.planned_call"  # and the PlannedCall of the tools/call its POST carries, if any
 NEUTRAL = RoutingDecision()  # no request yet: what policy allows with no intent, outside any workflow
 DEFAULT_RESULT_TOKENS = 1024
 SERVER_BUSY = -32050  # JSON-RPC implementation-defined server error: no database connection in time (HTTP 503)
@@ -213,6 +225,48 @@ def call(
     return outcome
 
 
+@dataclass(frozen=True)
+class PlannedCall:
+    """A tools/call that needs nothing more of the database to run (`plan_call`): policy permits its tool with no
+    approval, its arguments match the tool's schema, its MCP server's row and the result budget are read."""
+
+    request_id: object
+    name: str
+    arguments: dict
+    route: tuple[McpServer, str]  # catalog.mcp_client.sync.mcp_route
+    budget: int
+
+    def answers(self, request_id, params: types.CallToolRequestParams) -> bool:
+        """Whether this is the plan of the request the SDK hands over (its id, tool and arguments)."""
+        return (request_id, params.name, params.arguments or {}) == (self.request_id, self.name, self.arguments)
+
+
+def plan_call(message) -> PlannedCall | None:
+    """The plan of `message` (a POST's JSON-RPC message) when it is one tools/call that `call` would run on an MCP
+    server with no approval: None for anything else (a batch, tool_search, a builtin, a refusal, an approval, bad
+    arguments), which `call` then decides as always, with its errors and its approvals."""
+    params = message.get("params") if isinstance(message, dict) and message.get("method") == TOOLS_CALL else None
+    if not isinstance(params, dict):
+        return None
+    name, arguments = params.get("name"), params.get("arguments") or {}
+    if not isinstance(name, str) or not isinstance(arguments, dict) or name == settings.TOOLHUB_SEARCH_TOOL:
+        return None
+    with one_catalog_state():
+        entry = _entry(name)
+        if direct_calls.refusal(name, entry) is not None or direct_calls.requires_approval(entry):
+            return None
+        route = mcp_route(name) if schema_problem(arguments, entry.input_schema) is None else None
+        return PlannedCall(message.get("id"), name, arguments, route, result_token_limit()) if route else None
+
+
+async def run_planned(planned: PlannedCall, relay: CallRelay, caller: Caller) -> CallOutcome:
+    """A planned call, awaited on the event loop: the MCP client's loop runs it, no worker thread waits for it."""
+    tool_call = ToolCall(id=f"mcp-{time.monotonic_ns()}", name=planned.name, arguments=json.dumps(planned.arguments))
+    with observing(relay.observer), calling_as(caller):
+        return await execute_on_server(tool_call, planned.route, planned.arguments, emit=_ignore_status,
+                                       max_result_tokens=planned.budget)  # fmt: skip
+
+
 def call_result(outcome: CallOutcome, max_tokens: int) -> types.CallToolResult:
     """What /mcp answers: an MCP tool's result as its server sent it (text cut to the budget), else the text."""
     if outcome.result is None:
@@ -271,6 +325,12 @@ def build_server() -> Server:
         asker = ClientAsker(ctx)  # and its elicitation and sampling requests
 
         user_id = ctx.request.scope[KEY_USER_SCOPE]
+        planned = ctx.request.scope.get(PLANNED_CALL_SCOPE)
+        if planned is not None and planned.answers(ctx.request_id, params):  # the admission's hop read what it needs
+            try:
+                return call_result(await run_planned(planned, relay, asker.caller(user_id)), planned.budget)
+            finally:
+                await relay.flush()
 
         def run(approval_id: int | None = None) -> tuple[CallOutcome, bool, int]:
             before = set(found_tools(key)) if params.name == settings.TOOLHUB_SEARCH_TOOL else set()
@@ -420,7 +480,8 @@ class McpEndpoint:
                              headers=((b"www-authenticate", oauth.bearer_challenge(request).encode()),))  # fmt: skip
             return None
         token = auth.removeprefix("Bearer ").strip()
-        admission = await database_sync_to_async(mcp_access.admit)(token, resource=oauth.mcp_resource(request))
+        message, rejected, receive = await mcp_access.read_message(scope, receive)
+        admission, planned = await database_sync_to_async(_admit)(token, oauth.mcp_resource(request), message)
         credential = admission.credential
         if credential is None:
             challenge = oauth.bearer_challenge(
@@ -435,14 +496,21 @@ class McpEndpoint:
             await _send_json(send, 429, mcp_access.jsonrpc_error(None, mcp_access.RATE_LIMITED, exceeded.message),
                              headers=((b"retry-after", str(exceeded.retry_after).encode()),))  # fmt: skip
             return None
-        denial, receive = await mcp_access.check(admission, scope, receive)  # 403: the owner or the scopes
+        denial = mcp_access.check(admission, message, rejected)  # 403: the owner or the scopes; a body's 413 or 400
         if denial is not None:
             await _send_json(send, denial.status, denial.payload, headers=denial.headers)
             return None
         scopes = list(credential.scopes)
         principal = AccessToken(token="api-key", client_id=f"toolhub-api-key-{api_key.pk}", scopes=scopes)
-        caller = {API_KEY_SCOPE: api_key.pk, KEY_USER_SCOPE: api_key.user_id}
+        caller = {API_KEY_SCOPE: api_key.pk, KEY_USER_SCOPE: api_key.user_id, PLANNED_CALL_SCOPE: planned}
         return {**scope, "user": AuthenticatedUser(principal), **caller}, receive
+
+
+def _admit(token: str, resource: str, message) -> tuple[mcp_access.Admission, PlannedCall | None]:
+    """The bearer's admission and, when it may call tools and `message` is one tools/call, that call's plan: the
+    database is read in one hop to its thread for both, and the call itself then needs none."""
+    admission = mcp_access.admit(token, resource=resource)
+    return admission, plan_call(message) if admission.may_call else None
 
 
 def _stream_opened_at_once(send):

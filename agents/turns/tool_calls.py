@@ -25,9 +25,11 @@ from agents.tools import BUILTIN_TOOL_NAMES, Emit, run_builtin
 from agents.tools.results import truncate_result
 from catalog.mcp_client.callers import Caller, calling_as
 from catalog.mcp_client.client import McpCallResult
+from catalog.mcp_client.client import acall_tool as acall_mcp_tool
 from catalog.mcp_client.client import call_tool as call_mcp_tool
 from catalog.mcp_client.content import wire_result
 from catalog.mcp_client.sync import mcp_route
+from catalog.models import McpServer
 from catalog.policies.bundle import CapabilityBundle
 from catalog.search.service import search_catalog
 from toolhub.tracing import content_recorded, tracer
@@ -102,34 +104,59 @@ def execute(
     """Run one call as an `execute_tool` span (GenAI conventions): the tool, its MCP server, the outcome; its
     arguments and result only with TOOLHUB_TRACE_CONTENT. An MCP tool is called for `mcp_caller()` when given
     (asked only then: a turn's caller costs queries), else for the caller already set (catalog.mcp_client.callers)."""
+    with _tool_span(call, lambda: mcp_route(call.name) if bundle.holds(call.name) else None) as outcome_of:
+        return outcome_of(_execute(call, bundle, emit=emit, max_result_tokens=max_result_tokens, approved=approved,
+                                   owner_id=owner_id, mcp_caller=mcp_caller))  # fmt: skip
+
+
+async def execute_on_server(
+    call: ToolCall, route: tuple[McpServer, str], arguments: dict, *, emit: Emit, max_result_tokens: int
+) -> CallOutcome:
+    """`execute` of a call already decided and checked (agents.mcp_gateway.server.plan_call: policy permits it with
+    no approval, `arguments` match the tool's schema), on its MCP server `route` (mcp_route), awaited on the
+    caller's event loop: no worker thread, no database. The span and the outcome are `execute`'s."""
+    with _tool_span(call, lambda: route) as outcome_of:
+        mcp_result = await acall_mcp_tool(route[0], route[1], arguments)
+        return outcome_of(mcp_outcome(call.name, mcp_result, emit=emit, max_result_tokens=max_result_tokens))
+
+
+@contextlib.contextmanager
+def _tool_span(call: ToolCall, route: Callable[[], tuple[McpServer, str] | None]):
+    """The call's `execute_tool` span; yields what records the call's outcome on it (and returns the outcome)."""
     with tracer().start_as_current_span(f"execute_tool {call.name}", record_exception=False,
                                         set_status_on_exception=False) as span:  # fmt: skip
         if not span.is_recording():
-            return _execute(call, bundle, emit=emit, max_result_tokens=max_result_tokens, approved=approved,
-                            owner_id=owner_id, mcp_caller=mcp_caller)  # fmt: skip
-        route = mcp_route(call.name) if bundle.holds(call.name) else None
+            yield _unrecorded
+            return
+        found = route()
         span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
                              "gen_ai.tool.call.id": call.id,
-                             "gen_ai.tool.type": "extension" if route else "function"})  # fmt: skip
-        if route is not None:
-            span.set_attributes({"toolhub.mcp.server": route[0].name, "toolhub.mcp.tool": route[1]})
+                             "gen_ai.tool.type": "extension" if found else "function"})  # fmt: skip
+        if found is not None:
+            span.set_attributes({"toolhub.mcp.server": found[0].name, "toolhub.mcp.tool": found[1]})
         if content_recorded():
             span.set_attribute("gen_ai.tool.call.arguments", call.arguments or "{}")
         try:
-            outcome = _execute(call, bundle, emit=emit, max_result_tokens=max_result_tokens, approved=approved,
-                               owner_id=owner_id, mcp_caller=mcp_caller)  # fmt: skip
+            yield lambda outcome: _recorded(span, outcome)
         except Exception as exc:
             span.set_attributes({"toolhub.tool.outcome": "error", "error.type": type(exc).__qualname__})
             span.set_status(StatusCode.ERROR, str(exc))
             raise
-        outcome_name = "refused" if outcome.refused else "error" if outcome.is_error else "ok"
-        span.set_attribute("toolhub.tool.outcome", outcome_name)
-        if outcome.is_error:
-            span.set_attribute("error.type", "tool_refused" if outcome.refused else "tool_error")
-            span.set_status(StatusCode.ERROR)
-        if content_recorded():
-            span.set_attribute("gen_ai.tool.call.result", outcome.content)
-        return outcome
+
+
+def _unrecorded(outcome: CallOutcome) -> CallOutcome:
+    return outcome
+
+
+def _recorded(span, outcome: CallOutcome) -> CallOutcome:
+    outcome_name = "refused" if outcome.refused else "error" if outcome.is_error else "ok"
+    span.set_attribute("toolhub.tool.outcome", outcome_name)
+    if outcome.is_error:
+        span.set_attribute("error.type", "tool_refused" if outcome.refused else "tool_error")
+        span.set_status(StatusCode.ERROR)
+    if content_recorded():
+        span.set_attribute("gen_ai.tool.call.result", outcome.content)
+    return outcome
 
 
 def _execute(
@@ -172,8 +199,13 @@ def _execute(
     server, server_name = route
     with calling_as(mcp_caller()) if mcp_caller is not None else contextlib.nullcontext():
         mcp_result = call_mcp_tool(server, server_name, arguments)
+    return mcp_outcome(call.name, mcp_result, emit=emit, max_result_tokens=max_result_tokens)
+
+
+def mcp_outcome(name: str, mcp_result: McpCallResult, *, emit: Emit, max_result_tokens: int) -> CallOutcome:
+    """An MCP tool's answer as the call's outcome: the model's text, cut to the budget, and the whole result."""
     if mcp_result.is_error:  # a crash, timeout or protocol error, or the tool's own refusal: the user sees it too
-        emit("tool_error", f"⚠ {call.name} failed: {mcp_result.content[:300]}", tool_name=call.name)
+        emit("tool_error", f"⚠ {name} failed: {mcp_result.content[:300]}", tool_name=name)
     text, _cut = truncate_result(mcp_content(mcp_result), max_result_tokens)
     answered = mcp_result.blocks or mcp_result.structured is not None
     whole = wire_result(mcp_result.blocks, mcp_result.structured, mcp_result.is_error) if answered else None

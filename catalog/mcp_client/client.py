@@ -724,20 +724,35 @@ def call_tool(server, name: str, arguments: dict) -> McpCallResult:
         return future.result(timeout + _GRACE_SECONDS)
     except concurrent.futures.TimeoutError:
         future.cancel()
-        return McpCallResult(f"MCP server {server.name!r} did not answer {name} within {timeout:g} s.", True)
+        return _no_answer(server, name, timeout)
     except Exception as exc:  # a bug here must not take the caller's turn down
-        logger.exception("calling %s on MCP server %s failed", name, server.name)
-        return McpCallResult(f"Calling {name} on MCP server {server.name!r} failed: {type(exc).__name__}.", True)
+        return _failed(server, name, exc)
 
 
 async def acall_tool(server, name: str, arguments: dict) -> McpCallResult:
-    """`call_tool` for async callers: awaits the loop thread instead of blocking."""
+    """`call_tool` for async callers: awaits the loop thread instead of blocking; never raises either (but is
+    cancelled with its caller, and then cancels the call)."""
     problem = _problem(server)
     if problem:
         return McpCallResult(f"{problem} {name} was not run.", is_error=True)
-    call = _call(Endpoint.of(server), name, arguments, mcp_timeout(), _observer.get(), callers.current_caller())
+    timeout = mcp_timeout()
+    call = _call(Endpoint.of(server), name, arguments, timeout, _observer.get(), callers.current_caller())
     future = _loop_thread().submit(call)
-    return await asyncio.wrap_future(future)
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout + _GRACE_SECONDS)
+    except TimeoutError:  # wait_for cancelled the call
+        return _no_answer(server, name, timeout)
+    except Exception as exc:
+        return _failed(server, name, exc)
+
+
+def _no_answer(server, name: str, timeout: float) -> McpCallResult:
+    return McpCallResult(f"MCP server {server.name!r} did not answer {name} within {timeout:g} s.", True)
+
+
+def _failed(server, name: str, exc: Exception) -> McpCallResult:
+    logger.error("calling %s on MCP server %s failed", name, server.name, exc_info=exc)
+    return McpCallResult(f"Calling {name} on MCP server {server.name!r} failed: {type(exc).__name__}.", True)
 
 
 async def _connect(endpoint: Endpoint, timeout: float) -> None:

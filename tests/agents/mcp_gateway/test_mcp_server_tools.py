@@ -3,6 +3,7 @@
 import asyncio
 import datetime
 import json
+import sys
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -288,3 +289,65 @@ async def test_tools_list_of_a_list_every_tool_key_carries_a_deferred_tools_outp
         assert (await client.initialize()).status == 200
         tools[name] = {tool["name"]: tool for tool in (await client.list_tools()).result["tools"]}
     assert tools["every"]["count_things"]["outputSchema"] == output and "count_things" not in tools["searching"]
+
+
+@sync_to_async
+def generated_server_and_key(**policy) -> str:
+    """A real stdio MCP server with one tool (gen_tool_0001: echoes its arguments), allowed by a policy of
+    `policy`, and an operator's key."""
+    from catalog.mcp_client import client as mcp_client
+    from catalog.mcp_client.sync import sync_server
+    from catalog.models import McpServer, Tool
+
+    server = McpServer.objects.create(name="gen", command=sys.executable,
+                                      args=["-m", "tests.support.generated_mcp_server", "--tools", "1"])  # fmt: skip
+    assert sync_server(server).ok
+    make_policy(Tool.objects.get(name="gen_tool_0001"), **policy)
+    mcp_client.close_all()  # the endpoint opens its own connection, as Daphne would
+    return create_api_key(user=make_user(username="caller", role="operator"), name="gen")[1]
+
+
+def counting_hops(monkeypatch) -> list[str]:
+    """The names of the functions /mcp runs in the database's worker threads, in order."""
+    from agents.mcp_gateway import server as mcp_server
+
+    hops, real = [], mcp_server.database_sync_to_async
+
+    def counted(function, *args, **kwargs):
+        hops.append(getattr(function, "__name__", repr(function)))
+        return real(function, *args, **kwargs)
+
+    monkeypatch.setattr(mcp_server, "database_sync_to_async", counted)
+    return hops
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_permitted_mcp_call_reads_the_database_in_the_admission_hop_only(mcp_endpoint, monkeypatch):
+    client = McpAsgiClient(mcp_endpoint, await generated_server_and_key())
+    assert (await client.initialize()).status == 200
+    hops = counting_hops(monkeypatch)
+
+    reply = await client.call_tool("gen_tool_0001", {"q": "ada", "limit": 2})
+
+    assert reply.status == 200 and not reply.result["isError"]
+    assert json.loads(reply.result["content"][0]["text"]) == {
+        "tool": "gen_tool_0001",
+        "arguments": {"q": "ada", "limit": 2},
+    }
+    assert hops == ["_admit"]  # the policy, the schema, the server's row and the budget: read with the bearer
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+async def test_a_call_the_plan_does_not_cover_is_decided_as_before_with_its_error(mcp_endpoint, monkeypatch):
+    client = McpAsgiClient(mcp_endpoint, await generated_server_and_key())
+    assert (await client.initialize()).status == 200
+    hops = counting_hops(monkeypatch)
+
+    wrong = await client.call_tool("gen_tool_0001", {"q": "ada", "limit": 0})  # below the schema's minimum
+    unknown = await client.call_tool("gen_tool_9999", {"q": "ada"})
+
+    assert wrong.result["isError"] and "Invalid arguments at limit" in wrong.result["content"][0]["text"]
+    assert unknown.error["message"] == "There is no tool named gen_tool_9999."
+    assert hops == ["_admit", "run", "_admit", "run"]  # planned: nothing; `call` decided each, in a hop of its own
