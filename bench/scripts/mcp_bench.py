@@ -1,7 +1,7 @@
 """MCP benchmark: sync of a 1,000-tool MCP server, what toolhub adds to an MCP call, and how fast a 5 MB result
 is cut; prints figures, not a test.
 
-    .venv/bin/python bench/scripts/mcp_bench.py [--tools 1000] [--calls 200] [--big-bytes 5000000]
+    .venv/bin/python bench/scripts/mcp_bench.py [--tools 1000] [--calls 200] [--big-bytes 5000000] [--busy N]
 
 Runs on the embedded default (SQLite in a temporary data dir) against the
 generated stdio server (tests/support/generated_mcp_server.py). Call latency is
@@ -10,8 +10,11 @@ measured three ways for the same tool of the same server: a direct SDK call
 (agents.turns.tool_calls.execute: bundle and schema checks, then catalog.mcp_client.client),
 the /mcp endpoint's logic in-process (agents.mcp_gateway.server.call: the bundle is
 built for each call), and an SDK client calling it through toolhub's /mcp on a
-real Daphne. Then a 5 MB text result (the generated server's gen_big): the time
-from its arrival to the cut, for the model (truncate_result) and for an MCP
+real Daphne. The last two are compared in one run: the same tool served over streamable HTTP by its own
+server (uvicorn) and through /mcp, called alternately in blocks of BLOCK calls (the order flipped each round), so
+a host whose speed drifts slows both alike; each server's CPU a call is read from /proc. `--busy N` runs N busy
+loops for that comparison (N = the cores: "both cores busy"). Then a 5 MB text result (the generated server's
+gen_big): the time from its arrival to the cut, for the model (truncate_result) and for an MCP
 client (truncate_blocks), and the whole call directly and through /mcp.
 
 Daphne runs without its start-up warm-up (TOOLHUB_WARM_START=0): a server loads
@@ -23,9 +26,12 @@ warmed server's.
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -66,6 +72,7 @@ from tests.support.servers import daphne, embedded_env, free_port, start, wait_f
 TOOL = "gen_tool_0001"
 ARGUMENTS = {"q": "benchmark", "limit": 3}
 WARM_UP = 20
+BLOCK = 20
 
 
 def percentile95(samples_ms: list[float]) -> float:
@@ -116,20 +123,79 @@ async def sdk_calls(session: ClientSession, calls: int) -> list[float]:
     return samples
 
 
-async def direct_http_calls(tools: int, calls: int) -> list[float]:
-    """The same server over streamable HTTP (uvicorn), called by the SDK client: the transport's own cost."""
+def http_server(tools: int):
+    """The generated server over streamable HTTP (uvicorn): (its URL, its process)."""
     port = free_port()
     process, log = start([sys.executable, *server_args(tools), "--http", f"127.0.0.1:{port}"], dict(os.environ))
+    process.log = log
+    wait_for_port(port, process, log)
+    return f"http://127.0.0.1:{port}/mcp", process
+
+
+def stop(process) -> None:
+    process.terminate()
+    process.wait(timeout=30)
+    process.log.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's user + system CPU time so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def listening_pid(url: str) -> int:
+    """The process listening on `url`'s port (Daphne runs as a child of its launcher)."""
+    port = url.split(":")[2].split("/")[0]
+    listing = subprocess.run(["ss", "-ltnp", f"( sport = :{port} )"], capture_output=True, text=True).stdout
+    return int(re.search(r"pid=(\d+)", listing).group(1))
+
+
+async def alternated_calls(direct_url: str, base: str, key: str, calls: int) -> dict[str, tuple[list[float], float]]:
+    """The same calls directly and through /mcp, alternating in blocks: {"direct"|"mcp": (ms a call, CPU s a call)}."""
+    urls = {"direct": (direct_url, {}), "mcp": (f"{base}/mcp", {"Authorization": f"Bearer {key}"})}
+    pids = {name: listening_pid(url) for name, (url, _) in urls.items()}
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = {}
+        for name, (url, headers) in urls.items():
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=60))
+            read, write, *_ = await stack.enter_async_context(streamable_http_client(url, http_client=http))
+            sessions[name] = await stack.enter_async_context(ClientSession(read, write))
+            await sessions[name].initialize()
+        assert TOOL in [tool.name for tool in (await sessions["mcp"].list_tools()).tools]
+        samples, cpu = {name: [] for name in sessions}, dict.fromkeys(sessions, 0.0)
+        for session in sessions.values():
+            await timed_calls(session, WARM_UP)
+        for round_index in range((calls + BLOCK - 1) // BLOCK):
+            order = list(sessions) if round_index % 2 == 0 else list(reversed(sessions))
+            for name in order:
+                started = cpu_seconds(pids[name])
+                samples[name] += await timed_calls(sessions[name], min(BLOCK, calls - round_index * BLOCK))
+                cpu[name] += cpu_seconds(pids[name]) - started
+    return {name: (samples[name], cpu[name] / len(samples[name])) for name in sessions}
+
+
+async def timed_calls(session: ClientSession, calls: int) -> list[float]:
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        result = await session.call_tool(TOOL, ARGUMENTS)
+        samples.append((time.perf_counter() - started) * 1000)
+        assert not result.is_error, result.content[0].text
+    return samples
+
+
+@contextlib.contextmanager
+def busy_loops(count: int):
+    """`count` processes spinning on a core each while the block runs."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
     try:
-        wait_for_port(port, process, log)
-        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                return await sdk_calls(session, calls)
+        yield
     finally:
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
+        for loop in loops:
+            loop.kill()
+            loop.wait()
 
 
 def runtime_calls(calls: int) -> list[float]:
@@ -213,20 +279,12 @@ async def big_through(base: str, key: str, size: int) -> list[float]:
             return await timed_big(session, size)
 
 
-async def toolhub_calls(base: str, key: str, calls: int) -> list[float]:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60)
-    async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            assert TOOL in [tool.name for tool in (await session.list_tools()).tools]
-            return await sdk_calls(session, calls)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tools", type=int, default=1000)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--big-bytes", type=int, default=5_000_000)
+    parser.add_argument("--busy", type=int, default=0, metavar="N", help="busy loops during the direct-or-/mcp calls")
     options = parser.parse_args()
     call_command("migrate", verbosity=0)
     print(f"data: {DATA_DIR}; CPUs: {os.cpu_count()}; load: {os.getloadavg()[0]:.2f}")
@@ -241,16 +299,26 @@ def main() -> None:
     make_policy(Tool.objects.get(name="gen_big"))  # read, low: callable by name over /mcp without a search
 
     direct = asyncio.run(direct_calls(options.tools, options.calls))
-    direct_http = asyncio.run(direct_http_calls(options.tools, options.calls))
     runtime = runtime_calls(options.calls)
     logic = mcp_server_calls(options.calls, api_key.pk)
     model_cut, client_cut, big_raw, big_whole = big_cuts(content, options.big_bytes)
     big_alone = asyncio.run(big_direct(options.big_bytes))
     mcp_client.close_all()
-    with daphne(embedded_env(DATA_DIR) | {"TOOLHUB_WARM_START": "0"}) as base:  # see the docstring
-        through = asyncio.run(toolhub_calls(base, key, options.calls))
-        big_via = asyncio.run(big_through(base, key, options.big_bytes))
-    print(f"{options.calls} calls of {TOOL} (after {WARM_UP} warm-up calls each):")
+    direct_url, direct_server = http_server(options.tools)
+    # Limits still counted, but past any --calls a minute (the defaults, 600 and 1,200, stop 1,000 calls).
+    unlimited = {"TOOLHUB_RATE_LIMIT_PER_MINUTE": "1000000", "TOOLHUB_USER_RATE_LIMIT_PER_MINUTE": "1000000"}
+    try:
+        with daphne(embedded_env(DATA_DIR) | {"TOOLHUB_WARM_START": "0"} | unlimited) as base:
+            with busy_loops(options.busy):
+                compared = asyncio.run(alternated_calls(direct_url, base, key, options.calls))
+            big_via = asyncio.run(big_through(base, key, options.big_bytes))
+    finally:
+        stop(direct_server)
+    (direct_http, direct_cpu), (through, mcp_cpu) = compared["direct"], compared["mcp"]
+    print(
+        f"{options.calls} calls of {TOOL} (after {WARM_UP} warm-up calls each; over HTTP: direct and /mcp "
+        f"alternating in blocks of {BLOCK}{f', {options.busy} busy loops' if options.busy else ''}):"
+    )
     print(f"  direct SDK call over stdio:                 {percentiles(direct)}")
     print(f"  direct SDK call over streamable HTTP:       {percentiles(direct_http)}")
     print(f"  toolhub runtime path (execute, in-process): {percentiles(runtime)}")
@@ -262,6 +330,10 @@ def main() -> None:
         p50 = statistics.median(samples) - statistics.median(base_samples)
         p95 = percentile95(samples) - percentile95(base_samples)
         print(f"  added by toolhub ({label}, over a direct {transport} call): p50 {p50:+.2f} ms, p95 {p95:+.2f} ms")
+    print(
+        f"  /mcp p95 / direct streamable HTTP p95: {percentile95(through) / percentile95(direct_http):.2f} times; "
+        f"server CPU a call: Daphne {mcp_cpu * 1000:.2f} ms, the direct server {direct_cpu * 1000:.2f} ms"
+    )
     megabytes = options.big_bytes / 1_000_000
     print(f"a {megabytes:g} MB text result ({BIG_ROUNDS} rounds, medians):")
     print(f"  cut for the model, from its arrival (truncate_result): {statistics.median(model_cut):.1f} ms")
