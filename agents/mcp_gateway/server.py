@@ -14,9 +14,11 @@ or not, found or not, it runs when policy permits it; loading is about context, 
 permission. One whose policy requires confirmation waits for an approval
 (agents.mcp_gateway.call_approvals). A call goes through the runtime's own checks and
 execution (agents.turns.tool_calls.execute): its arguments must match its schema (an
-isError result says how they do not), and it runs as a builtin or on its MCP server. An MCP tool's answer passes on
-as its server sent it (every content block, structuredContent; text cut to the
-result budget); listings carry its title, outputSchema and annotations.
+isError result says how they do not), and it runs as a builtin or on its MCP server. A call of an MCP tool that
+policy permits with no approval and whose arguments pass is planned while the request is admitted, in the same hop
+to the database's thread (`plan_call`), and then awaited on the event loop: no worker thread waits for it. An MCP
+tool's answer passes on as its server sent it (every content block, structuredContent; text cut to the result
+budget); listings carry its title, outputSchema and annotations.
 Resources, resource templates, prompts and completions of the imported servers
 are relayed by agents.mcp_gateway.resources (which servers offer them: its docstring),
 subscriptions to their resources by agents.mcp_gateway.subscriptions, a call's

@@ -12,13 +12,13 @@ what it finds (only what policy allows) for the next step. Each call is a span (
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 from django.conf import settings
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import Span, StatusCode
 
 from agents.providers import ToolCall
 from agents.tools import BUILTIN_TOOL_NAMES, Emit, run_builtin
@@ -110,7 +110,7 @@ def execute(
 
 
 async def execute_on_server(
-    call: ToolCall, route: tuple[McpServer, str], arguments: dict, *, emit: Emit, max_result_tokens: int
+    call: ToolCall, route: tuple[McpServer, str], arguments: dict[str, Any], *, emit: Emit, max_result_tokens: int
 ) -> CallOutcome:
     """`execute` of a call already decided and checked (agents.mcp_gateway.server.plan_call: policy permits it with
     no approval, `arguments` match the tool's schema), on its MCP server `route` (mcp_route), awaited on the
@@ -121,7 +121,9 @@ async def execute_on_server(
 
 
 @contextlib.contextmanager
-def _tool_span(call: ToolCall, route: Callable[[], tuple[McpServer, str] | None]):
+def _tool_span(
+    call: ToolCall, route: Callable[[], tuple[McpServer, str] | None]
+) -> Iterator[Callable[[CallOutcome], CallOutcome]]:
     """The call's `execute_tool` span; yields what records the call's outcome on it (and returns the outcome)."""
     with tracer().start_as_current_span(f"execute_tool {call.name}", record_exception=False,
                                         set_status_on_exception=False) as span:  # fmt: skip
@@ -148,7 +150,7 @@ def _unrecorded(outcome: CallOutcome) -> CallOutcome:
     return outcome
 
 
-def _recorded(span, outcome: CallOutcome) -> CallOutcome:
+def _recorded(span: Span, outcome: CallOutcome) -> CallOutcome:
     outcome_name = "refused" if outcome.refused else "error" if outcome.is_error else "ok"
     span.set_attribute("toolhub.tool.outcome", outcome_name)
     if outcome.is_error:
