@@ -60,7 +60,9 @@ def _lookup_sql() -> tuple[str, str]:
     more than its query (in-process: see CHANGELOG.md, 2026-12-07)."""
     quote = connection.ops.quote_name
     key_where = f"{quote('prefix')} = %s AND {quote('revoked')} = %s ORDER BY {quote('id')} LIMIT 1"
-    return key_where, f"{quote(get_user_model()._meta.pk.attname)} = %s"
+    user_id = get_user_model()._meta.pk.column
+    assert user_id is not None  # a concrete primary key always has its column
+    return key_where, f"{quote(user_id)} = %s"
 
 
 def touch_last_used(api_key: ApiKey) -> None:

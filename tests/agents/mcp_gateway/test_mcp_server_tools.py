@@ -6,6 +6,7 @@ import json
 import sys
 
 import pytest
+import pytest_asyncio
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
@@ -292,9 +293,9 @@ async def test_tools_list_of_a_list_every_tool_key_carries_a_deferred_tools_outp
 
 
 @sync_to_async
-def generated_server_and_key(**policy) -> str:
-    """A real stdio MCP server with one tool (gen_tool_0001: echoes its arguments), allowed by a policy of
-    `policy`, and an operator's key."""
+def generated_server_and_key() -> str:
+    """A real stdio MCP server with one tool (gen_tool_0001: echoes its arguments), allowed by an active policy, and
+    an operator's key."""
     from catalog.mcp_client import client as mcp_client
     from catalog.mcp_client.sync import sync_server
     from catalog.models import McpServer, Tool
@@ -302,15 +303,20 @@ def generated_server_and_key(**policy) -> str:
     server = McpServer.objects.create(name="gen", command=sys.executable,
                                       args=["-m", "tests.support.generated_mcp_server", "--tools", "1"])  # fmt: skip
     assert sync_server(server).ok
-    make_policy(Tool.objects.get(name="gen_tool_0001"), **policy)
+    make_policy(Tool.objects.get(name="gen_tool_0001"))
     mcp_client.close_all()  # the endpoint opens its own connection, as Daphne would
     return create_api_key(user=make_user(username="caller", role="operator"), name="gen")[1]
 
 
-def counting_hops(monkeypatch) -> list[str]:
-    """The names of the functions /mcp runs in the database's worker threads, in order."""
+@pytest_asyncio.fixture
+async def gen_session(mcp_endpoint, monkeypatch):
+    """(an initialized /mcp session of an operator's key over the generated server, the names of the functions /mcp
+    runs in the database's worker threads from then on, in order)."""
     from agents.mcp_gateway import server as mcp_server
+    from catalog.mcp_client import client as mcp_client
 
+    client = McpAsgiClient(mcp_endpoint, await generated_server_and_key())
+    assert (await client.initialize()).status == 200
     hops, real = [], mcp_server.database_sync_to_async
 
     def counted(function, *args, **kwargs):
@@ -318,15 +324,14 @@ def counting_hops(monkeypatch) -> list[str]:
         return real(function, *args, **kwargs)
 
     monkeypatch.setattr(mcp_server, "database_sync_to_async", counted)
-    return hops
+    yield client, hops
+    await sync_to_async(mcp_client.close_all)()
 
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_a_permitted_mcp_call_reads_the_database_in_the_admission_hop_only(mcp_endpoint, monkeypatch):
-    client = McpAsgiClient(mcp_endpoint, await generated_server_and_key())
-    assert (await client.initialize()).status == 200
-    hops = counting_hops(monkeypatch)
+async def test_a_permitted_mcp_call_reads_the_database_in_the_admission_hop_only(gen_session):
+    client, hops = gen_session
 
     reply = await client.call_tool("gen_tool_0001", {"q": "ada", "limit": 2})
 
@@ -340,10 +345,8 @@ async def test_a_permitted_mcp_call_reads_the_database_in_the_admission_hop_only
 
 @pytest.mark.asyncio
 @pytest.mark.django_db(transaction=True)
-async def test_a_call_the_plan_does_not_cover_is_decided_as_before_with_its_error(mcp_endpoint, monkeypatch):
-    client = McpAsgiClient(mcp_endpoint, await generated_server_and_key())
-    assert (await client.initialize()).status == 200
-    hops = counting_hops(monkeypatch)
+async def test_a_call_the_plan_does_not_cover_is_decided_as_before_with_its_error(gen_session):
+    client, hops = gen_session
 
     wrong = await client.call_tool("gen_tool_0001", {"q": "ada", "limit": 0})  # below the schema's minimum
     unknown = await client.call_tool("gen_tool_9999", {"q": "ada"})

@@ -1,5 +1,6 @@
 """MCP servers: the demo Loyalty server runs for real (stdio subprocess, or streamable HTTP), synced and called."""
 
+import asyncio
 import io
 import json
 import os
@@ -358,8 +359,10 @@ def test_a_slow_call_times_out_and_the_connection_keeps_working(tmp_path):
 
     with override_settings(TOOLHUB_MCP_TIMEOUT=0.5):
         result = call_tool(server, "list_campaigns", {})
+        awaited = asyncio.run(acall_tool(server, "list_campaigns", {}))  # an async caller gets the answer too
 
     assert result.is_error and result.content == "MCP server 'loyalty' did not answer list_campaigns within 0.5 s."
+    assert awaited == result
     assert call_json(server, "get_campaign", campaign_id="cmp_tet2026a")["campaign_id"] == "cmp_tet2026a"
 
 
