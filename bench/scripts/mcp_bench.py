@@ -108,19 +108,8 @@ async def direct_calls(tools: int, calls: int) -> list[float]:
     params = StdioServerParameters(command=sys.executable, args=server_args(tools), cwd=str(ROOT))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        return await sdk_calls(session, calls)
-
-
-async def sdk_calls(session: ClientSession, calls: int) -> list[float]:
-    samples = []
-    for index in range(WARM_UP + calls):
-        started = time.perf_counter()
-        result = await session.call_tool(TOOL, ARGUMENTS)
-        elapsed = (time.perf_counter() - started) * 1000
-        assert not result.is_error, result.content[0].text
-        if index >= WARM_UP:
-            samples.append(elapsed)
-    return samples
+        await timed_calls(session, WARM_UP)
+        return await timed_calls(session, calls)
 
 
 def http_server(tools: int):
