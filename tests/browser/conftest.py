@@ -35,6 +35,9 @@ ROLES = ("viewer", "operator", "admin")
 PASSWORD = "browser-test-password"
 WIDE = {"width": 1280, "height": 800}
 WIDEST = {"width": 1440, "height": 900}  # the accessibility check's and the docs' wide screenshots
+# How long an assertion waits for a turn to end: the first turn of a fresh worker waits for the router's warm-up
+# (over 20 s on a loaded host), far past expect()'s own 5 s.
+TURN_ENDS_MS = 60_000
 NARROW = {"width": 390, "height": 844}
 
 
@@ -186,7 +189,7 @@ def new_page(browser, browser_stack):
         context = browser.new_context(viewport=viewport, base_url=browser_stack.url, **options)
         # The first turn of a fresh worker waits for the router's warm-up (the example index, its
         # diacritic-free copy included, embedded at start): over 20 s on a loaded host.
-        context.set_default_timeout(60_000)
+        context.set_default_timeout(TURN_ENDS_MS)
         context.on("console", watch)
         contexts.append(context)
         return context.new_page()

@@ -10,6 +10,7 @@ from agents.access.api_keys import create_api_key
 from agents.models import Turn
 from catalog.models import ToolPolicy
 from catalog.policies.versions import record_policy_version
+from tests.browser.conftest import TURN_ENDS_MS
 
 # Records every status and answer text the list shows, as it changes, so a test can tell live updates from a reload.
 WATCH_LIST = """() => {
@@ -196,7 +197,7 @@ def test_a_new_conversation_opens_at_once_streams_its_turn_and_send_waits_for_ea
     page.wait_for_url("**/console/*/")
     send = page.get_by_role("button", name="Send")
     turn = page.locator(".turn").first
-    expect(turn.locator(".turn-status")).to_have_text("done")
+    expect(turn.locator(".turn-status")).to_have_text("done", timeout=TURN_ENDS_MS)
     expect(turn.locator(".content")).to_contain_text("42")
     expect(send).to_be_enabled()
     states = page.evaluate("window.__states")
@@ -213,7 +214,7 @@ def test_a_new_conversation_opens_at_once_streams_its_turn_and_send_waits_for_ea
     page.get_by_label("Message").fill("What is 2 + 2?")
     page.get_by_label("Message").press("Control+Enter")
     second = page.locator(".turn").nth(1)
-    expect(second.locator(".turn-status")).to_have_text("done")
+    expect(second.locator(".turn-status")).to_have_text("done", timeout=TURN_ENDS_MS)
     expect(second.locator("h2")).to_contain_text("Turn 2")
     expect(send).to_be_enabled()
     states = page.evaluate("window.__states")
@@ -351,7 +352,7 @@ def test_an_operator_cancels_a_turn_waiting_for_an_approval_and_it_ends_cancelle
     log_in(page, "operator")
     ask_in_console(page, "Transfer 100 points from mem_lan00001 to mem_minh0001 as a family gift")
     turn = Turn.objects.get()
-    expect(page.locator(f"#turn-{turn.id}-status")).to_have_text("waiting")
+    expect(page.locator(f"#turn-{turn.id}-status")).to_have_text("waiting", timeout=TURN_ENDS_MS)
     expect(page.get_by_role("button", name="Send")).to_be_disabled()
     page.evaluate("window.__notReloaded = true")
     page.get_by_role("button", name=f"Cancel turn {turn.id}").click()
@@ -370,7 +371,7 @@ def test_the_timeline_fills_live_and_a_reload_shows_the_same_waterfall(page, log
     ask_in_console(page, "What is 15 + 27?")
     turn = Turn.objects.get()
     timeline = page.locator(f"#turn-{turn.id}-timeline")
-    expect(page.locator(f"#turn-{turn.id}-status")).to_have_text("done")
+    expect(page.locator(f"#turn-{turn.id}-status")).to_have_text("done", timeout=TURN_ENDS_MS)
     expect(timeline.locator("tbody th").last).to_have_text("Record")
     live = timeline.locator("tbody").inner_text()
     for step in ("Steward", "Bundle", "Model call 1", "Tool calculate", "Record"):

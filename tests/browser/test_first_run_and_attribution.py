@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from agents.access.api_keys import create_api_key
-from tests.browser.conftest import SCREENSHOTS, WIDEST
+from tests.browser.conftest import SCREENSHOTS, TURN_ENDS_MS, WIDEST
 
 BALANCE_VI = "Hội viên mem_minh0001 còn bao nhiêu điểm?"
 
@@ -33,7 +33,7 @@ def test_the_empty_console_offers_examples_whose_vietnamese_one_runs_on_the_demo
     page.keyboard.press("Control+Enter")
     page.wait_for_url("**/console/*/")
     turn = page.locator(".turn").first
-    expect(turn.locator(".turn-status")).to_have_text("done")
+    expect(turn.locator(".turn-status")).to_have_text("done", timeout=TURN_ENDS_MS)
     called = turn.get_by_role("link", name="get_member_balance").first
     expect(called).to_be_visible()
     assert "/get_member_balance/" in (called.get_attribute("href") or "")
