@@ -9,13 +9,14 @@ import asyncio
 import logging
 import os
 import threading
+from datetime import datetime
 from functools import partial
 from typing import Any, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
-from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db import connection, transaction
+from django.utils import timezone
 
 from agents.models import Turn, TurnEvent
 
@@ -127,30 +128,58 @@ def emit(turn_id: int, type: str, *, phase: str = "", attempt: int | None = None
     `after`: the turn's last event number as the caller knows it (the run that stored it): the event takes the next
     one without reading the latest; when another emitter took that number first, the latest is read and the next
     taken, as without it.
+
+    One statement (`_insert_event`): the hold is checked and the row inserted together, so an event outside a
+    transaction is one round trip to the database (it was four: BEGIN, the hold, the insert, COMMIT), and one inside
+    the caller's transaction needs no savepoint, since a number taken first is skipped, not an error.
     """
+    created_at = timezone.now()
     for _attempt in range(5):
-        try:
-            with transaction.atomic():
-                if (
-                    attempt is not None
-                    and Turn.objects.select_for_update()
-                    .filter(pk=turn_id, attempt=attempt, status=Turn.Status.RUNNING)
-                    .values_list("pk", flat=True)
-                    .first()
-                    is None
-                ):
-                    raise TurnTakenOver(f"turn {turn_id} is no longer run by attempt {attempt}")
-                if after is None:
-                    after = TurnEvent.objects.filter(turn_id=turn_id).aggregate(latest=Max("sequence"))["latest"] or 0
-                event = TurnEvent.objects.create(
-                    turn_id=turn_id, sequence=after + 1, type=type, phase=phase, payload=payload
-                )
-        except IntegrityError:
+        inserted = _insert_event(turn_id, type, phase, payload, created_at, attempt, after)
+        if inserted is None:
+            if attempt is not None and not _held(turn_id, attempt):
+                raise TurnTakenOver(f"turn {turn_id} is no longer run by attempt {attempt}")
             after = None  # another emitter took this sequence number; read the latest and take the next
             continue
+        event_id, sequence = inserted
+        event = TurnEvent(id=event_id, turn_id=turn_id, sequence=sequence, type=type, phase=phase, payload=payload,
+                          created_at=created_at)  # fmt: skip
+        event._state.adding, event._state.db = False, connection.alias
         transaction.on_commit(partial(broadcast, event))
         return event
     raise RuntimeError(f"could not number an event of turn {turn_id} after 5 attempts")
+
+
+def _insert_event(turn_id: int, type: str, phase: str, payload: dict[str, object], created_at: datetime,
+                  attempt: int | None, after: int | None) -> tuple[int, int] | None:  # fmt: skip
+    """(id, sequence) of the event inserted, or None when the run no longer holds the turn or the number was taken.
+    The hold is the turn's row locked (FOR UPDATE where the database has it) and matched in the same statement, so
+    the watchdog cannot take the turn between the check and the insert."""
+    quote, fields = connection.ops.quote_name, {field.name: field for field in TurnEvent._meta.concrete_fields}
+    column = {name: quote(str(field.column)) for name, field in fields.items()}  # concrete: each has its column
+    table, turn, sequence = quote(TurnEvent._meta.db_table), column["turn"], column["sequence"]
+    columns = ", ".join(column[name] for name in ("turn", "sequence", "type", "phase", "payload", "created_at"))
+    # The number the caller knows comes next, or the next after the latest stored.
+    number = "%s" if after is not None else f"(SELECT COALESCE(MAX({sequence}), 0) + 1 FROM {table} WHERE {turn} = %s)"
+    params: list[Any] = [turn_id, after + 1 if after is not None else turn_id, type, phase,
+                            fields["payload"].get_db_prep_save(payload, connection),
+                            fields["created_at"].get_db_prep_save(created_at, connection)]  # fmt: skip
+    held = "1 = 1"  # a WHERE in any case: SQLite reads an ON CONFLICT after a SELECT without one as a join's
+    if attempt is not None:
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        held = (f"EXISTS (SELECT 1 FROM {quote(Turn._meta.db_table)} WHERE {quote('id')} = %s "
+                f"AND {quote('attempt')} = %s AND {quote('status')} = %s{lock})")  # fmt: skip
+        params += [turn_id, attempt, Turn.Status.RUNNING.value]
+    sql = (f"INSERT INTO {table} ({columns}) SELECT %s, {number}, %s, %s, %s, %s WHERE {held} "
+           f"ON CONFLICT ({turn}, {sequence}) DO NOTHING RETURNING {quote('id')}, {sequence}")  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def _held(turn_id: int, attempt: int) -> bool:
+    return Turn.objects.filter(pk=turn_id, attempt=attempt, status=Turn.Status.RUNNING).exists()
 
 
 def stored_events(turn_id: int, *, after: int = 0, up_to: int | None = None) -> list[SerializedEvent]:

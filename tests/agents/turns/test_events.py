@@ -1,13 +1,16 @@
-"""Broadcasting stored events: in order, both groups, and (for a network layer) through one loop per process."""
+"""Storing and broadcasting events: one statement each, never by a run that lost its turn, a number taken first
+skipped; broadcast in order, to both groups, and (for a network layer) through one loop per process."""
 
 import asyncio
 import threading
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from agents.models import Conversation
+from agents.models import Conversation, Turn, TurnEvent
 from agents.turns import events
-from agents.turns.events import CONSOLE_GROUP, emit
+from agents.turns.events import CONSOLE_GROUP, TurnTakenOver, emit
 from agents.turns.start import create_turn
 from tests.support.builders import make_user
 
@@ -41,3 +44,39 @@ def test_a_network_layer_gets_every_event_in_order_through_one_long_lived_loop(m
     ]
     loops = {loop for _, _, loop in layer.sent}
     assert len(loops) == 1 and loops.pop().is_running()  # not a new loop (and Redis connection) per call
+
+
+@pytest.fixture
+def running(db):
+    turn = create_turn(Conversation.objects.create(owner=make_user("owner")), "What is 15 + 27?")
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING, attempt=2)
+    return turn
+
+
+def test_an_event_of_the_run_holding_its_turn_is_one_statement(running):
+    with CaptureQueriesContext(connection) as queries:
+        event = emit(running.id, "status", phase="analysis", attempt=2, after=0, message="hello")
+    assert len(queries) == 1, [query["sql"] for query in queries]  # no savepoint, no read of the hold
+    stored = TurnEvent.objects.get()
+    assert (stored.pk, stored.sequence, stored.payload) == (event.pk, 1, {"message": "hello"})
+    assert stored.created_at == event.created_at
+
+
+def test_a_run_that_no_longer_holds_its_turn_stores_nothing(running):
+    with pytest.raises(TurnTakenOver):
+        emit(running.id, "status", phase="analysis", attempt=1, after=0, message="from the old run")
+    Turn.objects.filter(pk=running.pk).update(status=Turn.Status.FAILED)
+    with pytest.raises(TurnTakenOver):
+        emit(running.id, "status", phase="analysis", attempt=2, after=0, message="after the turn failed")
+    assert not TurnEvent.objects.exists()
+
+
+def test_a_number_taken_first_is_skipped_inside_the_callers_transaction(running):
+    emit(running.id, "status", phase="analysis", message="another emitter")
+    with transaction.atomic():
+        event = emit(running.id, "status", phase="analysis", attempt=2, after=0, message="stale number")
+        assert Turn.objects.filter(pk=running.pk).exists()  # the transaction is still usable
+    assert event.sequence == 2
+    assert list(TurnEvent.objects.order_by("sequence").values_list("sequence", "payload__message")) == [
+        (1, "another emitter"), (2, "stale number")
+    ]  # fmt: skip

@@ -1,9 +1,9 @@
 """What a builtin turn costs the database: its statements and transactions are pinned, so waste cannot creep back.
 
 Where the turn's writes go (docs/operations/capacity.md, "Where a builtin turn's time goes"): each event is one
-transaction of two statements (the run's hold on the turn, the insert; its number comes from the run, not from a
-read), a tool's result is stored with its tool message, the answer with the turn's end and the routing outcome,
-the routing log is written once with its knowledge, learning reads the routing log once.
+statement that checks the run's hold on the turn and inserts (its number comes from the run, not from a read; no
+transaction or savepoint of its own), a tool's result is stored with its tool message, the answer with the turn's
+end and the routing outcome, the routing log is written once with its knowledge, learning reads the routing log once.
 """
 
 import pytest
@@ -47,8 +47,8 @@ def statements_and_transactions(queries: list[str]) -> tuple[int, int]:
 @pytest.mark.parametrize(
     ("text", "events", "most_statements", "most_transactions"),
     [
-        ("What is 15 + 27?", 10, 45, 13),  # the calculator: one tool call, two model steps
-        ("What is the capital of France?", 8, 28, 10),  # no tool: one step
+        ("What is 15 + 27?", 10, 36, 13),  # the calculator: one tool call, two model steps
+        ("What is the capital of France?", 8, 21, 10),  # no tool: one step
     ],
 )
 def test_a_builtin_turn_runs_at_most_its_pinned_statements_and_transactions(
