@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import re
 import statistics
@@ -49,6 +50,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 import django  # noqa: E402
 
 django.setup()
+# The settings log each HTTP request of the client at INFO: thousands of lines between the figures.
+logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 import httpx2  # noqa: E402
 from django.core.management import call_command  # noqa: E402
