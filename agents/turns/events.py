@@ -10,12 +10,13 @@ import logging
 import os
 import threading
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 from typing import Any, TypedDict
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from agents.models import Turn, TurnEvent
@@ -137,17 +138,25 @@ def emit(turn_id: int, type: str, *, phase: str = "", attempt: int | None = None
     for _attempt in range(5):
         inserted = _insert_event(turn_id, type, phase, payload, created_at, attempt, after)
         if inserted is None:
-            if attempt is not None and not _held(turn_id, attempt):
+            if attempt is not None and not held_turn(turn_id, attempt).exists():
                 raise TurnTakenOver(f"turn {turn_id} is no longer run by attempt {attempt}")
             after = None  # another emitter took this sequence number; read the latest and take the next
             continue
         event_id, sequence = inserted
-        event = TurnEvent(id=event_id, turn_id=turn_id, sequence=sequence, type=type, phase=phase, payload=payload,
-                          created_at=created_at)  # fmt: skip
-        event._state.adding, event._state.db = False, connection.alias
+        event = TurnEvent.from_db(connection.alias, _EVENT_FIELDS, [event_id, turn_id, sequence, type, phase, payload,
+                                                                     created_at])  # fmt: skip
         transaction.on_commit(partial(broadcast, event))
         return event
     raise RuntimeError(f"could not number an event of turn {turn_id} after 5 attempts")
+
+
+def held_turn(turn_id: int, attempt: int) -> QuerySet[Turn]:
+    """The turn's row while the run `attempt` holds it (running, not taken over)."""
+    return Turn.objects.filter(pk=turn_id, attempt=attempt, status=Turn.Status.RUNNING)
+
+
+# Every concrete field of TurnEvent, in its order (Model.from_db takes the values so): what an emit stored.
+_EVENT_FIELDS = ["id", "turn_id", "sequence", "type", "phase", "payload", "created_at"]
 
 
 def _insert_event(turn_id: int, type: str, phase: str, payload: dict[str, object], created_at: datetime,
@@ -155,31 +164,35 @@ def _insert_event(turn_id: int, type: str, phase: str, payload: dict[str, object
     """(id, sequence) of the event inserted, or None when the run no longer holds the turn or the number was taken.
     The hold is the turn's row locked (FOR UPDATE where the database has it) and matched in the same statement, so
     the watchdog cannot take the turn between the check and the insert."""
-    quote, fields = connection.ops.quote_name, {field.name: field for field in TurnEvent._meta.concrete_fields}
-    column = {name: quote(str(field.column)) for name, field in fields.items()}  # concrete: each has its column
-    table, turn, sequence = quote(TurnEvent._meta.db_table), column["turn"], column["sequence"]
-    columns = ", ".join(column[name] for name in ("turn", "sequence", "type", "phase", "payload", "created_at"))
-    # The number the caller knows comes next, or the next after the latest stored.
-    number = "%s" if after is not None else f"(SELECT COALESCE(MAX({sequence}), 0) + 1 FROM {table} WHERE {turn} = %s)"
+    fields = TurnEvent._meta
     params: list[Any] = [turn_id, after + 1 if after is not None else turn_id, type, phase,
-                            fields["payload"].get_db_prep_save(payload, connection),
-                            fields["created_at"].get_db_prep_save(created_at, connection)]  # fmt: skip
-    held = "1 = 1"  # a WHERE in any case: SQLite reads an ON CONFLICT after a SELECT without one as a join's
+                         fields.get_field("payload").get_db_prep_save(payload, connection),
+                         fields.get_field("created_at").get_db_prep_save(created_at, connection)]  # fmt: skip
     if attempt is not None:
-        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-        held = (f"EXISTS (SELECT 1 FROM {quote(Turn._meta.db_table)} WHERE {quote('id')} = %s "
-                f"AND {quote('attempt')} = %s AND {quote('status')} = %s{lock})")  # fmt: skip
         params += [turn_id, attempt, Turn.Status.RUNNING.value]
-    sql = (f"INSERT INTO {table} ({columns}) SELECT %s, {number}, %s, %s, %s, %s WHERE {held} "
-           f"ON CONFLICT ({turn}, {sequence}) DO NOTHING RETURNING {quote('id')}, {sequence}")  # fmt: skip
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(_insert_sql(connection.alias, numbered=after is not None, held=attempt is not None), params)
         row = cursor.fetchone()
     return (row[0], row[1]) if row else None
 
 
-def _held(turn_id: int, attempt: int) -> bool:
-    return Turn.objects.filter(pk=turn_id, attempt=attempt, status=Turn.Status.RUNNING).exists()
+@cache
+def _insert_sql(alias: str, *, numbered: bool, held: bool) -> str:
+    """_insert_event's statement on database `alias`: the number given (`numbered`) or the next after the latest
+    stored, the run's hold on the turn checked (`held`) or not. Worked out once."""
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    column = {field.name: quote(str(field.column)) for field in TurnEvent._meta.concrete_fields}  # each has one
+    table, turn, sequence = quote(TurnEvent._meta.db_table), column["turn"], column["sequence"]
+    columns = ", ".join(column[name] for name in ("turn", "sequence", "type", "phase", "payload", "created_at"))
+    number = "%s" if numbered else f"(SELECT COALESCE(MAX({sequence}), 0) + 1 FROM {table} WHERE {turn} = %s)"
+    condition = "1 = 1"  # a WHERE in any case: SQLite reads an ON CONFLICT after a SELECT without one as a join's
+    if held:
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        condition = (f"EXISTS (SELECT 1 FROM {quote(Turn._meta.db_table)} WHERE {quote('id')} = %s "
+                     f"AND {quote('attempt')} = %s AND {quote('status')} = %s{lock})")  # fmt: skip
+    return (f"INSERT INTO {table} ({columns}) SELECT %s, {number}, %s, %s, %s, %s WHERE {condition} "
+            f"ON CONFLICT ({turn}, {sequence}) DO NOTHING RETURNING {quote('id')}, {sequence}")  # fmt: skip
 
 
 def stored_events(turn_id: int, *, after: int = 0, up_to: int | None = None) -> list[SerializedEvent]:

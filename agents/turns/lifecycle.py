@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from agents.models import Message, ToolApproval, Turn, TurnEvent
 
-from .events import emit
+from .events import emit, held_turn
 from .memory import message_tokens
 
 log = logging.getLogger(__name__)
@@ -46,9 +46,7 @@ def lease_held(turn_id: int, attempt: int) -> Iterator[None]:
     def beat() -> None:
         try:
             while not stop.wait(settings.TOOLHUB_TURN_LEASE / 6):
-                Turn.objects.filter(pk=turn_id, attempt=attempt, status=Turn.Status.RUNNING).update(
-                    heartbeat_at=timezone.now()
-                )
+                held_turn(turn_id, attempt).update(heartbeat_at=timezone.now())
                 connection.close()  # back to the pool between beats
         except Exception:  # a missed beat only makes the turn look stalled sooner; never kill the run
             log.warning("heartbeat of turn %s stopped", turn_id, exc_info=True)

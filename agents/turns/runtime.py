@@ -46,7 +46,7 @@ from catalog.policies.flows import flow_to_start
 from . import approvals, learning, lifecycle, memory, prompt, sampling, staged_flows, watchdog
 from .budget import token_budget
 from .client_tools import ClientTools
-from .events import FailureReason, TurnTakenOver, emit
+from .events import FailureReason, TurnTakenOver, emit, held_turn
 from .memory import ChatMessage
 from .routing_log import record_analysis, record_outcome
 from .tool_calls import CallOutcome, execute
@@ -481,7 +481,7 @@ class TurnRun:
 
     def held(self) -> QuerySet[Turn]:
         """The turn's row while this run holds it."""
-        return Turn.objects.filter(pk=self.turn.id, attempt=self.turn.attempt, status=Turn.Status.RUNNING)
+        return held_turn(self.turn.id, self.turn.attempt)
 
     def pause(self) -> None:
         RoutingLog.objects.filter(pk=self.routing.pk).update(called=self.called)
