@@ -37,7 +37,12 @@ E5_ENGINE := catalog/search/e5engine/libe5.so
 $(E5_ENGINE): catalog/search/e5engine/e5.c catalog/search/e5engine/e5.h catalog/search/e5engine/build.py $(VENV)/.installed
 	$(PY) catalog/search/e5engine/build.py
 
-setup: $(VENV)/.installed $(E5_ENGINE)
+# MiniLM as an ONNX graph (catalog/search/minilm.py), written from the installed model package's weights.
+MINILM_GRAPH := catalog/search/minilm.onnx
+$(MINILM_GRAPH): catalog/search/minilm.py $(VENV)/.installed
+	$(PY) catalog/search/minilm.py
+
+setup: $(VENV)/.installed $(E5_ENGINE) $(MINILM_GRAPH)
 
 # Third-party MCP servers from npm that the integration tests import (versions pinned by tests/npm/package-lock.json).
 NPM_MCP_SERVERS := tests/npm/node_modules/.package-lock.json

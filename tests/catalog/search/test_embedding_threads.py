@@ -43,3 +43,21 @@ def test_with_another_openmp_runtime_loaded_e5_sets_it_too_and_puts_its_count_ba
 
     assert seen == [2]  # the engine's parallel regions ran with two threads
     assert other_runtime.omp_get_max_threads() == 1  # the other library keeps the count it was given
+
+
+def test_a_core_is_spare_by_the_minute_load_or_by_the_threads_runnable_right_now(monkeypatch, tmp_path):
+    loadavg = tmp_path / "loadavg"
+    monkeypatch.setattr(embeddings, "LOADAVG", loadavg)
+    monkeypatch.setattr(embeddings.os, "cpu_count", lambda: 2)
+
+    def spare(minute_load: float, now: str) -> bool:
+        monkeypatch.setattr(embeddings.os, "getloadavg", lambda: (minute_load, 1.0, 1.0))
+        loadavg.write_text(f"{minute_load} 1.00 1.00 {now} 4242\n")
+        return embeddings.spare_core()
+
+    assert spare(0.9, "3/160")  # a quiet minute
+    assert spare(1.9, "1/160")  # a busy minute, the work done: only the caller runs now
+    assert not spare(1.9, "2/160")  # another thread runs beside the caller: no core for a second one
+    assert not spare(1.9, "garbled")
+    loadavg.unlink()
+    assert not embeddings.spare_core()  # no /proc: the minute's load alone

