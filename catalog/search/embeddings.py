@@ -47,7 +47,11 @@ MODEL_NAMES = {
 E5_ENGINE = e5engine_build.LIBRARY
 # MiniLM was trained on 128-token inputs and truncates at 256; tool texts are short.
 MAX_TOKENS = 256
+# A MiniLM batch: at most BATCH_SIZE texts and BATCH_TOKENS tokens once padded. A pass's attention scores take
+# texts x 12 heads x tokens^2 floats, which ONNX Runtime's arena keeps for the process: 64 texts of 256 tokens
+# would be 200 MB a batch, 2,048 tokens (8 of them) 25 MB.
 BATCH_SIZE = 64
+BATCH_TOKENS = 2048
 # Texts per e5 engine call: the engine runs a call's tokens through each weight matrix together, and past a few
 # hundred tokens they no longer stay in cache (520 short texts: 4.2 s in one call, 3.1-3.4 s in calls of 8-64).
 E5_BATCH = 32
@@ -272,15 +276,20 @@ def _forward_e5(texts: list[str]) -> np.ndarray:
 
 def _forward_minilm(texts: list[str]) -> np.ndarray:
     model = load_model(MINILM)
+    with _call_lock:  # the tokenizer; the session runs calls side by side
+        tokens = model.tokenize(texts)
     # Batches of similar length pad less; the rows are put back in input order below.
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    batches = [order[start : start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
+    order = sorted(range(len(texts)), key=lambda i: len(tokens[i]))
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < BATCH_SIZE and (len(batches[-1]) + 1) * len(tokens[i]) <= BATCH_TOKENS:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
     vectors = np.empty((len(texts), model.dim), dtype=np.float32)
 
     def embed(batch: list[int]) -> None:
-        with _call_lock:  # the tokenizer; the session runs calls side by side
-            tokens = model.encode([texts[i] for i in batch])
-        vectors[batch] = model.vectors(*tokens)
+        vectors[batch] = model.vectors([tokens[i] for i in batch])
 
     # An index build's batches run side by side, one thread each, whatever the load: unlike e5's OpenMP threads they
     # never wait for each other, so a busy core slows only its own batch. A query is one batch, on the caller's thread.

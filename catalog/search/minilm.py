@@ -39,8 +39,8 @@ class StaleGraph(Exception):
 
 
 class MiniLM:
-    """One loaded model: `embed(texts)` gives unit-length float32 rows. `encode` (the tokenizer) is not safe to call
-    from two threads at once (it says "Already borrowed"; catalog.search.embeddings holds its call lock around it);
+    """One loaded model: `embed(texts)` gives unit-length float32 rows. `tokenize` is not safe to call from two
+    threads at once (the tokenizer says "Already borrowed"; catalog.search.embeddings holds its call lock around it);
     `vectors` (the session) is."""
 
     def __init__(self, path: Path, *, max_tokens: int, graph: Path | None = None):
@@ -66,22 +66,21 @@ class MiniLM:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """The texts' unit vectors, one forward pass for all of them (padded to the longest)."""
-        return self.vectors(*self.encode(texts))
+        return self.vectors(self.tokenize(texts))
 
-    def encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Token ids and mask, [texts, longest], padded with zeros."""
-        encodings = self.tokenizer.encode_batch(texts)
-        length = max((len(encoding.ids) for encoding in encodings), default=0)
-        ids = np.zeros((len(texts), length), dtype=np.int64)
-        mask = np.zeros((len(texts), length), dtype=np.float32)
-        for row, encoding in enumerate(encodings):
-            ids[row, : len(encoding.ids)] = encoding.ids
-            mask[row, : len(encoding.ids)] = 1.0
-        return ids, mask
+    def tokenize(self, texts: list[str]) -> list[list[int]]:
+        """Each text's token ids, truncated at max_tokens."""
+        return [encoding.ids for encoding in self.tokenizer.encode_batch(texts)]
 
-    def vectors(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        if not len(ids):
+    def vectors(self, tokens: list[list[int]]) -> np.ndarray:
+        """One forward pass over the texts' token ids, padded with zeros to the longest."""
+        if not tokens:
             return np.zeros((0, self.dim), dtype=np.float32)
+        ids = np.zeros((len(tokens), max(map(len, tokens))), dtype=np.int64)
+        mask = np.zeros(ids.shape, dtype=np.float32)
+        for row, text in enumerate(tokens):
+            ids[row, : len(text)] = text
+            mask[row, : len(text)] = 1.0
         return self.session.run(None, {"ids": ids, "mask": mask})[0]
 
 

