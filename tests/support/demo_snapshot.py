@@ -55,7 +55,8 @@ class _TableChange:
     def insert_statements(self) -> list[tuple[str, tuple]]:
         if self.statements is None:
             fields = self.model._meta.concrete_fields
-            size = connection.ops.bulk_batch_size(fields, self.inserted) or len(self.inserted)
+            # PostgreSQL sets no batch size (it answers the row count: 0 when the load inserted nothing here).
+            size = connection.ops.bulk_batch_size(fields, self.inserted) or len(self.inserted) or 1
             self.statements = []
             for start in range(0, len(self.inserted), size):
                 query = sql.InsertQuery(self.model)
