@@ -20,9 +20,10 @@ from django.conf import settings
 
 from agents.router import StewardContext
 from agents.router.lexicon import Lexicon
-from agents.router.rules import RANKING_EXAMPLE_WEIGHT, RANKING_LIMIT
+from agents.router.rules import RANKING_EXAMPLE_WEIGHT, RANKING_LIMIT, pairs
 from catalog.policies.decision import CatalogEntry, PolicyView
 from catalog.search import embeddings
+from catalog.search.ensemble import rank_both
 from catalog.search.index import (
     STOPWORDS,
     ExampleDocument,
@@ -436,24 +437,37 @@ def bench_context(
     def plain_search(query, allowed, limit):
         return index.search(query, allowed=allowed, limit=limit, exclude_examples=exclude()).names
 
-    rank = embed = None
+    rank = embed = embed_tools = None
     if routing is not None:
+        # The search model's index orders the candidates too, as StewardContext.current's rank does.
+        second = index if index is not routing and index.dense else None
+        weight = settings.TOOLHUB_ROUTING_SEARCH_WEIGHT
 
-        def rank(query: str, vector=None) -> list[tuple[str, float]]:
-            found = routing.search(
+        def rank(query: str, vector=None, second_vector=None):
+            found, both = rank_both(
                 query,
-                allowed=None,
+                routing,
+                second,
+                weight=weight if second_vector is not None else 0.0,
                 limit=RANKING_LIMIT,
                 example_weight=RANKING_EXAMPLE_WEIGHT,
                 exclude_examples=exclude(),
                 vector=vector,
+                second_vector=second_vector,
             )
-            return list(zip(found.names, found.scores, strict=True))
+            return pairs(found), pairs(both)
 
         if routing.dense:
             embed = functools.partial(embeddings.embed_texts, model=routing_model)
+        if second is not None and weight > 0:
+            embed_tools = functools.partial(embeddings.embed_texts, model=embeddings.search_model())
     return StewardContext(
-        entries=entries, search=search or plain_search, lexicon=Lexicon({}, {}, {}), rank=rank, embed=embed
+        entries=entries,
+        search=search or plain_search,
+        lexicon=Lexicon({}, {}, {}),
+        rank=rank,
+        embed=embed,
+        embed_tools=embed_tools,
     )
 
 

@@ -274,6 +274,10 @@ def counted_embedder(monkeypatch):
 
     embed.computes = bag_of_words_embedder  # what it returns, for tests/support/demo_snapshot's key
     monkeypatch.setattr(embeddings, "embed_texts", embed)
+    # Vectors are stored under their model's name: the stand-in is another model, so none the real models stored
+    # (a demo catalog's tools and examples) is compared with the stand-in's.
+    stand_in = {key: f"{name} (bag-of-words stand-in)" for key, name in embeddings.MODEL_NAMES.items()}
+    monkeypatch.setattr(embeddings, "MODEL_NAMES", stand_in)
     # The routing example index is cached by catalog state, which a demo_catalog copy shares with other tests:
     # this test builds its own, and the one before it comes back after (its vectors are the real model's).
     monkeypatch.setattr(examples, "_current", None)

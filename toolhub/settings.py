@@ -417,6 +417,13 @@ TOOLHUB_ROUTING_MODEL = os.environ.get("TOOLHUB_ROUTING_MODEL", "multilingual-e5
 for _name, _model in (("TOOLHUB_SEARCH_MODEL", TOOLHUB_SEARCH_MODEL), ("TOOLHUB_ROUTING_MODEL", TOOLHUB_ROUTING_MODEL)):
     if _model not in {"multilingual-e5-small", "all-MiniLM-L6-v2"}:
         raise ImproperlyConfigured(f"{_name}={_model!r}: use multilingual-e5-small or all-MiniLM-L6-v2.")
+# The router also ranks by the search model, its scores weighted this much and added to the routing model's
+# (catalog/search/ensemble.py; chosen on dev data, docs/benchmarks/index.md); 0 ranks by the routing model alone.
+TOOLHUB_ROUTING_SEARCH_WEIGHT = env_float("TOOLHUB_ROUTING_SEARCH_WEIGHT", 1.0)
+if not 0 <= TOOLHUB_ROUTING_SEARCH_WEIGHT < float("inf"):
+    raise ImproperlyConfigured(
+        f"TOOLHUB_ROUTING_SEARCH_WEIGHT={TOOLHUB_ROUTING_SEARCH_WEIGHT}: use a weight of 0 or more."
+    )
 # A file of the vectors the models made, shared by the processes of one machine (catalog/search/embedding_cache.py):
 # off unless set; the test suite sets it. A deployment shares vectors through its database.
 TOOLHUB_VECTOR_CACHE = os.environ.get("TOOLHUB_VECTOR_CACHE", "")

@@ -77,6 +77,8 @@ class Evidence:
     hits: Hits
     operations: dict[str, str]  # tool -> operation, for the tools of the ranking
     domains_of: dict[str, frozenset[str]]
+    # (tool, score) by both embedding models, for the candidates' scores (StewardContext.rank); None: `ranking`'s.
+    tool_ranking: list[tuple[str, float]] | None = None
 
 
 @dataclass
@@ -182,7 +184,7 @@ def fuse(evidence: Evidence, state: ConversationState) -> Routed:
     else:
         action, raw, domains, needs_tool = Action.ANSWER, answer_share, frozenset(), False
 
-    tool_scores = dict(evidence.ranking)
+    tool_scores = dict(evidence.ranking if evidence.tool_ranking is None else evidence.tool_ranking)
     for name, share in neighbours.tools.items():
         tool_scores[name] = tool_scores.get(name, 0.0) + NEIGHBOUR_TOOL_BONUS * share
     for name in evidence.hits.tools:

@@ -30,7 +30,7 @@ from catalog.policies.bundle import allowed_names
 from catalog.policies.decision import CatalogEntry, PolicyView, RoutingDecision, current_catalog, entries_by_name
 from catalog.policies.flows import Flow, configured_flows
 from catalog.search import embeddings
-from catalog.search.service import one_catalog_state, rank_catalog, search_catalog
+from catalog.search.service import SearchResult, one_catalog_state, rank_catalog, search_catalog
 
 from .fusion import ConversationState, Evidence, Routed, fuse, segments
 from .lexicon import ACTION_OF_OPERATION, READ_ACTIONS, Lexicon, is_plain, lexicon
@@ -115,10 +115,16 @@ class StewardContext:
     entries: Sequence[CatalogEntry]
     search: Callable[[str, Collection[str], int], list[str]]
     lexicon: Lexicon
-    # (tool, score) over the whole catalog; the text's dense vector when the steward already has it.
-    rank: Callable[..., list[tuple[str, float]]] | None = None
+    # (routing ranking, candidates' ranking) over the whole catalog, each [(tool, score), ...]: the first by the
+    # routing model decides the request, the second by both models (catalog.search.ensemble) orders its candidate
+    # tools. Called with the text, its vector by the routing model when the steward has it, and its vector by the
+    # search model: with None, the second ranking is the first.
+    rank: Callable[..., tuple[list[tuple[str, float]], list[tuple[str, float]]]] | None = None
     examples: ExampleIndex = EMPTY
     embed: Callable[[list[str]], np.ndarray] | None = None
+    # The search model's embedding, for rank's second vector (one batch for a request and its clauses); None when
+    # the candidates are ranked by the routing model alone (TOOLHUB_ROUTING_SEARCH_WEIGHT 0).
+    embed_tools: Callable[[list[str]], np.ndarray] | None = None
     owner_id: int | None = None
     # The catalog state everything above was read at; analyze() ranks against the same one.
     state: tuple[int, str] | None = None
@@ -130,17 +136,23 @@ class StewardContext:
         def search(query: str, allowed: Collection[str], limit: int) -> list[str]:
             return search_catalog(query, allowed=allowed, limit=limit, owner_id=owner_id).names
 
-        def rank(query: str, vector: np.ndarray | None = None) -> list[tuple[str, float]]:
-            found = rank_catalog(
+        def rank(
+            query: str, vector: np.ndarray | None = None, second_vector: np.ndarray | None = None
+        ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+            routing, both = rank_catalog(
                 query,
                 model=model,
                 limit=RANKING_LIMIT,
                 owner_id=owner_id,
                 example_weight=RANKING_EXAMPLE_WEIGHT,
                 vector=vector,
+                second_model=embeddings.search_model(),
+                second_weight=weight if second_vector is not None else 0.0,
+                second_vector=second_vector,
             )
-            return list(zip(found.names, found.scores, strict=True))
+            return pairs(routing), pairs(both)
 
+        weight = settings.TOOLHUB_ROUTING_SEARCH_WEIGHT
         dense, model = embeddings.dense_enabled(), embeddings.routing_model()
         with one_catalog_state() as state:
             return cls(
@@ -150,6 +162,9 @@ class StewardContext:
                 rank=rank,
                 examples=example_index(),
                 embed=functools.partial(embeddings.embed_texts, model=model) if dense else None,
+                embed_tools=functools.partial(embeddings.embed_texts, model=embeddings.search_model())
+                if dense and weight > 0 and embeddings.search_model() != model
+                else None,
                 owner_id=owner_id,
                 state=state,
             )
@@ -209,15 +224,22 @@ def gather(texts: list[str], context: StewardContext) -> list[Evidence]:
     `texts`: the request, then its clauses when it has several (route)."""
     by_name = entries_by_name(context.entries)
     vectors = written = None
-    if context.embed is not None and len(texts) > 1:
+    if context.embed is not None and len(texts) > 1 and len(context.examples):
         vectors, written = whole_from_clauses(texts[1:], context.embed)
+    elif context.embed is not None and len(texts) > 1:  # no examples to compare with: the clauses as written only
+        written = whole_and_clauses(texts, context.embed)
     elif context.embed is not None and len(context.examples):
         vectors = comparable_vectors(texts, context.embed)
+    second = whole_and_clauses(texts, context.embed_tools) if context.embed_tools is not None else None
     found = []
     for position, text in enumerate(texts):
         known = written[position] if written is not None else None
-        ranking = context.rank(text, known) if context.rank is not None else []
+        ranking: list[tuple[str, float]] = []
+        tool_ranking: list[tuple[str, float]] = []
+        if context.rank is not None:
+            ranking, tool_ranking = context.rank(text, known, second[position] if second is not None else None)
         ranking = [(name, score) for name, score in ranking if _policy(by_name.get(name)) is not None]
+        tool_ranking = [(name, score) for name, score in tool_ranking if _policy(by_name.get(name)) is not None]
         vector = vectors[position] if vectors is not None else None
         found.append(
             Evidence(
@@ -225,6 +247,7 @@ def gather(texts: list[str], context: StewardContext) -> list[Evidence]:
                 neighbours=context.examples.nearest(vector, owner_id=context.owner_id, plain=is_plain(text)),
                 ranking=ranking,
                 hits=context.lexicon.match(text),
+                tool_ranking=tool_ranking,
                 # ranking keeps only the names whose entry has a policy (filtered above).
                 operations={name: by_name[name].policy.operation for name, _ in ranking},  # type: ignore[union-attr]
                 domains_of={name: by_name[name].policy.domains for name, _ in ranking},  # type: ignore[union-attr]
@@ -241,10 +264,26 @@ def whole_from_clauses(clauses: list[str], embed: Callable[[list[str]], np.ndarr
     read every word twice, the steward's slowest requests (routing_dev's two-clause requests
     took 38-43 ms, the others at most 28)."""
     written, generic = written_and_generic(clauses, embed)
+    written = with_whole(clauses, written)
+    return blend(written, with_whole(clauses, generic)), written
+
+
+def whole_and_clauses(texts: list[str], embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    """Vectors of the request and its clauses as written (`texts`, as gather has them) in one call of `embed`:
+    with clauses, only they are embedded (whole_from_clauses)."""
+    if len(texts) == 1:
+        return np.asarray(embed(texts), dtype=np.float32)
+    return with_whole(texts[1:], np.asarray(embed(texts[1:]), dtype=np.float32))
+
+
+def with_whole(clauses: list[str], vectors: np.ndarray) -> np.ndarray:
+    """The clauses' vectors under the request's: their sum weighted by each clause's words, unit length."""
     weights = np.array([[len(clause.split())] for clause in clauses], dtype=np.float32)
-    written = unit(np.vstack([(weights * written).sum(axis=0), written]))
-    generic = np.vstack([(weights * generic).sum(axis=0), generic])
-    return blend(written, generic), written
+    return unit(np.vstack([(weights * vectors).sum(axis=0), vectors]))
+
+
+def pairs(found: SearchResult) -> list[tuple[str, float]]:
+    return list(zip(found.names, found.scores, strict=True))
 
 
 def _policy(entry: CatalogEntry | None) -> PolicyView | None:

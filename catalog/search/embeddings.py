@@ -26,7 +26,6 @@ the model in stored vectors: a vector made by another model is never compared.
 import ctypes
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
@@ -117,7 +116,7 @@ def _loaded(key: str):
     from .minilm import MiniLM, StaleGraph
 
     try:
-        return MiniLM(get_model_path(), max_tokens=MAX_TOKENS)
+        return MiniLM(get_model_path(), max_tokens=MAX_TOKENS, threads=max_threads())
     except StaleGraph as exc:
         raise ImproperlyConfigured(
             f"the MiniLM graph is not built for this install ({exc}): run `make setup` "
@@ -189,7 +188,7 @@ def embed_texts(texts: list[str], *, model: str | None = None) -> np.ndarray:
 
 
 def max_threads() -> int:
-    """Most threads of one embedding call: e5's OpenMP threads, MiniLM's batches side by side."""
+    """Most threads of one embedding call: e5's OpenMP threads, MiniLM's session's."""
     return max(1, int(getattr(settings, "TOOLHUB_ROUTING_THREADS", 2)))
 
 
@@ -236,7 +235,7 @@ LOADAVG = Path("/proc/loadavg")
 
 def spare_core() -> bool:
     """Whether another thread would find a core free: by the 1-minute load, or, as that average still counts a
-    minute later the threads of work just done (an index build's MiniLM batches side by side, say), by the threads
+    minute later the threads of work just done (an index build's MiniLM passes on two threads, say), by the threads
     runnable right now (/proc/loadavg's fourth field, the caller's included): fewer than the cores leaves one free."""
     cores = os.cpu_count() or 1
     if os.getloadavg()[0] < cores - 0.5:
@@ -276,9 +275,10 @@ def _forward_e5(texts: list[str]) -> np.ndarray:
 
 def _forward_minilm(texts: list[str]) -> np.ndarray:
     model = load_model(MINILM)
-    with _call_lock:  # the tokenizer; the session runs calls side by side
+    with _call_lock:  # the tokenizer (the session runs calls from several threads at once)
         tokens = model.tokenize(texts)
-    # Batches of similar length pad less; the rows are put back in input order below.
+    # Batches of similar length pad less; the rows are put back in input order below. Each pass runs on the
+    # session's threads (max_threads), a query's as an index build's.
     order = sorted(range(len(texts)), key=lambda i: len(tokens[i]))
     batches: list[list[int]] = []
     for i in order:
@@ -287,19 +287,8 @@ def _forward_minilm(texts: list[str]) -> np.ndarray:
         else:
             batches.append([i])
     vectors = np.empty((len(texts), model.dim), dtype=np.float32)
-
-    def embed(batch: list[int]) -> None:
+    for batch in batches:
         vectors[batch] = model.vectors([tokens[i] for i in batch])
-
-    # An index build's batches run side by side, one thread each, whatever the load: unlike e5's OpenMP threads they
-    # never wait for each other, so a busy core slows only its own batch. A query is one batch, on the caller's thread.
-    workers = min(len(batches), max_threads())
-    if workers > 1:
-        with ThreadPoolExecutor(workers, thread_name_prefix="minilm") as pool:
-            list(pool.map(embed, batches))
-    else:
-        for batch in batches:
-            embed(batch)
     return vectors
 
 

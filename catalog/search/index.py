@@ -540,6 +540,10 @@ class ToolSearchIndex:
         pool = candidates[hits[candidates]]
         if pool.size == 0:
             return _empty(mode, f"no tool matches {query!r}", base_note)
+        return self.best(fused, pool, limit, note=base_note)
+
+    def best(self, fused: np.ndarray, pool: np.ndarray, limit: int, *, note: str = "") -> SearchResult:
+        """The `limit` best of the positions in `pool` by `fused` (scores in index order), best first."""
         pool_scores = fused[pool]
         if pool.size > limit:
             keep = np.argpartition(-pool_scores, limit - 1)[:limit]
@@ -548,8 +552,8 @@ class ToolSearchIndex:
         return SearchResult(
             names=[self.names[i] for i in pool[order]],
             scores=[round(float(s), 6) for s in pool_scores[order]],
-            mode=mode,
-            note=base_note,
+            mode=MODE_HYBRID if self.dense else MODE_BM25,
+            note=note,
         )
 
 

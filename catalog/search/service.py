@@ -28,6 +28,7 @@ from django.db import close_old_connections, connection
 from catalog.models import CatalogState, Tool, ToolEmbedding, ToolExample, ToolPolicy
 
 from . import embeddings
+from .ensemble import rank_both
 from .index import ExampleDocument, SearchResult, ToolDocument, ToolSearchIndex, dense_text
 from .tool_examples import stored_vector
 from .vectors import stored_embed
@@ -62,15 +63,30 @@ def rank_catalog(
     owner_id: int | None = None,
     example_weight: float = 1.0,
     vector: np.ndarray | None = None,
-) -> SearchResult:
-    """The best `limit` indexed tools for a query by `model`, whatever the decision: evidence for the router only.
+    second_model: str | None = None,
+    second_weight: float = 0.0,
+    second_vector: np.ndarray | None = None,
+) -> tuple[SearchResult, SearchResult]:
+    """The best `limit` indexed tools for a query by `model`, whatever the decision: evidence for the router only;
+    then the same by `model` and `second_model` together (its scores weighted `second_weight`: ensemble.py), the
+    order of the router's candidates; with no second model or a weight of 0, the first ranking twice.
 
     What a tool's rank says (its operation, its domains) helps decide the request;
     whether the tool may be shown stays the bundle's decision (search_catalog filters).
+    `vector` and `second_vector`: the query's by each model, when known.
     """
     index = catalog_index(model=model)
-    return index.search(
-        query, allowed=None, limit=limit, owner_id=owner_id, example_weight=example_weight, vector=vector
+    second = catalog_index(model=second_model) if second_model and second_model != model and second_weight else None
+    return rank_both(
+        query,
+        index,
+        second,
+        weight=second_weight,
+        limit=limit,
+        owner_id=owner_id,
+        example_weight=example_weight,
+        vector=vector,
+        second_vector=second_vector,
     )
 
 

@@ -112,7 +112,7 @@ def test_a_multi_clause_request_embeds_each_clause_once_and_never_the_whole_requ
     real = embeddings.embed_texts
 
     def counting(texts, **kwargs):
-        asked.extend(texts)
+        asked.append((kwargs.get("model"), sorted(texts)))
         return real(texts, **kwargs)
 
     monkeypatch.setattr(embeddings, "embed_texts", counting)
@@ -121,13 +121,13 @@ def test_a_multi_clause_request_embeds_each_clause_once_and_never_the_whole_requ
     asked.clear()
     result = analyze("how many points does M-214 have and what time is it in Lisbon", context=context)
     assert {"get_member_balance", "get_current_time"} <= set(result.recommended_tools)
-    # The clauses as written and in their generic form, in one call; the whole request is not read again.
+    clauses = ["how many points does M-214 have", "what time is it in Lisbon"]
+    # One call a model, the whole request read by neither: the routing model reads the clauses as written and in
+    # their generic form, the search model (the candidates' second ranking) the clauses as written.
     assert sorted(asked) == sorted(
         [
-            "how many points does M-214 have",
-            "what time is it in Lisbon",
-            "how many points does X have",
-            "what time is it in X",
+            (embeddings.routing_model(), sorted([*clauses, "how many points does X have", "what time is it in X"])),
+            (embeddings.search_model(), sorted(clauses)),
         ]
     )
 
