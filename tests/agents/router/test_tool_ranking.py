@@ -4,9 +4,9 @@ import numpy as np
 
 from agents.router import ConversationState
 from agents.router.fusion import Evidence, fuse
-from agents.router.lexicon import Hits
+from agents.router.lexicon import Hits, Lexicon
 from agents.router.nearest_examples import Neighbours
-from agents.router.rules import whole_and_clauses
+from agents.router.rules import StewardContext, gather, whole_and_clauses
 from catalog.models import Action, Operation
 
 OPERATIONS = {"get_member_points": Operation.READ, "award_points": Operation.CREATE, "list_members": Operation.LIST}
@@ -49,3 +49,16 @@ def test_the_second_models_vectors_of_a_request_and_its_clauses_come_from_one_ca
     np.testing.assert_allclose(vectors[0], np.array([2.0, 3.0]) / np.hypot(2.0, 3.0), rtol=1e-6)
     np.testing.assert_allclose(vectors[1:], [[1.0, 0.0], [0.0, 1.0]])
     assert whole_and_clauses(["list members"], embed).shape == (1, 2)
+
+
+def test_with_no_examples_to_compare_with_the_clauses_are_read_as_written_only():
+    calls = []
+
+    def embed(texts):
+        calls.append(list(texts))
+        return np.eye(len(texts), 4, dtype=np.float32)
+
+    context = StewardContext(entries=(), search=lambda *args: [], lexicon=Lexicon({}, {}, {}), embed=embed)
+    evidence = gather(["list members and award three points", "list members", "award three points"], context)
+    assert calls == [["list members", "award three points"]]  # no generic forms: only example neighbours use them
+    assert len(evidence) == 3
