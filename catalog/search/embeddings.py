@@ -26,6 +26,7 @@ the model in stored vectors: a vector made by another model is never compared.
 import ctypes
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
@@ -116,7 +117,7 @@ def _loaded(key: str):
     from .minilm import MiniLM, StaleGraph
 
     try:
-        return MiniLM(get_model_path(), max_tokens=MAX_TOKENS, threads=max_threads())
+        return MiniLM(get_model_path(), max_tokens=MAX_TOKENS)
     except StaleGraph as exc:
         raise ImproperlyConfigured(
             f"the MiniLM graph is not built for this install ({exc}): run `make setup` "
@@ -188,7 +189,7 @@ def embed_texts(texts: list[str], *, model: str | None = None) -> np.ndarray:
 
 
 def max_threads() -> int:
-    """Most threads of one embedding call: e5's OpenMP threads, MiniLM's session's."""
+    """Most threads of one embedding call: e5's OpenMP threads, MiniLM's batches side by side."""
     return max(1, int(getattr(settings, "TOOLHUB_ROUTING_THREADS", 2)))
 
 
@@ -235,7 +236,7 @@ LOADAVG = Path("/proc/loadavg")
 
 def spare_core() -> bool:
     """Whether another thread would find a core free: by the 1-minute load, or, as that average still counts a
-    minute later the threads of work just done (an index build's MiniLM passes on two threads, say), by the threads
+    minute later the threads of work just done (an index build's MiniLM batches side by side, say), by the threads
     runnable right now (/proc/loadavg's fourth field, the caller's included): fewer than the cores leaves one free."""
     cores = os.cpu_count() or 1
     if os.getloadavg()[0] < cores - 0.5:
@@ -275,10 +276,9 @@ def _forward_e5(texts: list[str]) -> np.ndarray:
 
 def _forward_minilm(texts: list[str]) -> np.ndarray:
     model = load_model(MINILM)
-    with _call_lock:  # the tokenizer (the session runs calls from several threads at once)
+    with _call_lock:  # the tokenizer; the session runs calls side by side
         tokens = model.tokenize(texts)
-    # Batches of similar length pad less; the rows are put back in input order below. Each pass runs on the
-    # session's threads (max_threads), a query's as an index build's.
+    # Batches of similar length pad less; the rows are put back in input order below.
     order = sorted(range(len(texts)), key=lambda i: len(tokens[i]))
     batches: list[list[int]] = []
     for i in order:
@@ -287,8 +287,19 @@ def _forward_minilm(texts: list[str]) -> np.ndarray:
         else:
             batches.append([i])
     vectors = np.empty((len(texts), model.dim), dtype=np.float32)
-    for batch in batches:
+
+    def embed(batch: list[int]) -> None:
         vectors[batch] = model.vectors([tokens[i] for i in batch])
+
+    # An index build's batches run side by side, one thread each, whatever the load: unlike e5's OpenMP threads they
+    # never wait for each other, so a busy core slows only its own batch. A query is one batch, on the caller's thread.
+    workers = min(len(batches), max_threads())
+    if workers > 1:
+        with ThreadPoolExecutor(workers, thread_name_prefix="minilm") as pool:
+            list(pool.map(embed, batches))
+    else:
+        for batch in batches:
+            embed(batch)
     return vectors
 
 

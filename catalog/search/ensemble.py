@@ -36,11 +36,11 @@ def rank_both(
     of the whole catalog each way, each index scored once (natural-language queries only).
 
     `vector`, `second_vector`: the query's vector by each index's model, when the caller has it. With no second
-    index, a weight of 0, either index without its dense model or two indexes of different tools, both rankings are
-    the first index's search.
+    index, a weight of 0, either index without its dense model, two indexes of different tools or no tools, both
+    rankings are the first index's search.
     """
     alone = second is None or weight <= 0 or not (first.dense and second.dense) or second.names != first.names
-    if alone or second is None or not words(query):
+    if alone or second is None or not words(query) or not first.names:  # an empty catalog: the search says so
         found = first.search(
             query,
             allowed=None,

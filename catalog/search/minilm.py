@@ -5,9 +5,9 @@ sentence-transformers/all-MiniLM-L6-v2 is a 6-layer BERT (hidden 384, 12 heads, 
 mean-pooled over its tokens and L2-normalised. `python catalog/search/minilm.py` (make setup, deploy/Dockerfile)
 writes it as an ONNX graph, minilm.onnx beside this file, from the package's safetensors weights (float32, as
 trained; the graph computes in float32 too), stamped with the package's version and GRAPH_VERSION. A process loads
-that file into an ONNX Runtime session (each pass on up to `threads` threads) and tokenizes with the package's
-tokenizer.json, read by the `tokenizers` library (the tokenizer transformers' fast BERT tokenizer is). Tool search
-needs neither torch nor transformers, nor the `onnx` package at run time (only this builder imports it).
+that file into an ONNX Runtime session on one thread and tokenizes with the package's tokenizer.json, read by the
+`tokenizers` library (the tokenizer transformers' fast BERT tokenizer is). Tool search needs neither torch nor
+transformers, nor the `onnx` package at run time (only this builder imports it).
 
 The vectors are the model's: the torch implementation's, recorded once (tests/data/minilm_reference.npz), agree to
 1e-5 (tests/catalog/search/test_minilm.py). ONNX Runtime replaced a forward pass written in numpy (2026-12-07):
@@ -43,7 +43,7 @@ class MiniLM:
     threads at once (the tokenizer says "Already borrowed"; catalog.search.embeddings holds its call lock around it);
     `vectors` (the session) is."""
 
-    def __init__(self, path: Path, *, max_tokens: int, threads: int = 1, graph: Path | None = None):
+    def __init__(self, path: Path, *, max_tokens: int, graph: Path | None = None):
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -51,14 +51,9 @@ class MiniLM:
         if not graph.exists():
             raise StaleGraph(f"{graph} is missing")
         options = onnxruntime.SessionOptions()
-        # Each pass's products split over `threads` (the caller's and threads - 1 of the session's pool), which
-        # sleep between passes rather than spin: a spinning pool thread took the core e5's engine wanted next.
-        # A short query on this 2-core host (18 tokens, p50): 4.5 ms on one thread, 3.3-3.7 on two (and no slower
-        # with the other core busy, 4.4-4.5 against 5.0-5.3); an index build's batches in sequence on two threads
-        # are as fast as two batches side by side on one thread each (1,000 tool texts: 4.9-6.1 s either way).
-        options.intra_op_num_threads = max(1, threads)
+        # One thread a call: a query is ~15 tokens, and catalog.search.embeddings runs batches side by side itself.
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
         built = self.session.get_modelmeta().custom_metadata_map.get("stamp")

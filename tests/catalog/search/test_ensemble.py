@@ -85,3 +85,11 @@ def test_both_rankings_come_from_one_scoring_of_each_index(monkeypatch, blind, r
     assert scored == [blind, reader]
     assert first.names == blind.search("restart the docker container", allowed=None, limit=3).names
     assert both.names[0] == "restart_container"
+
+
+def test_a_catalog_with_no_tools_ranks_nothing_by_either_model():
+    empty = ToolSearchIndex([], embedder=bag_of_words_embedder, bm25_weight=0.0)
+    other = ToolSearchIndex([], embedder=flat_embedder, bm25_weight=0.0)
+    first, both = rank_both("restart the docker container", empty, other, weight=1.0, limit=3, example_weight=0.3,
+                            second_vector=np.ones(DIM, dtype=np.float32))  # fmt: skip
+    assert first.names == both.names == []
