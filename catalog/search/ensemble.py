@@ -39,8 +39,14 @@ def rank_both(
     index, a weight of 0, either index without its dense model, two indexes of different tools or no tools, both
     rankings are the first index's search.
     """
-    alone = second is None or weight <= 0 or not (first.dense and second.dense) or second.names != first.names
-    if alone or second is None or not words(query) or not first.names:  # an empty catalog: the search says so
+    if (
+        second is None
+        or weight <= 0
+        or not (first.dense and second.dense)
+        or second.names != first.names
+        or not first.names  # an empty catalog: the search says so
+        or not words(query)
+    ):
         found = first.search(
             query,
             allowed=None,
@@ -51,8 +57,9 @@ def rank_both(
             vector=vector,
         )
         return found, found
-    scores, hits = first.scores(query, owner_id=owner_id, exclude=exclude_examples, weight=example_weight,
-                                vector=vector)  # fmt: skip
+    scores, hits = first.scores(
+        query, owner_id=owner_id, exclude=exclude_examples, weight=example_weight, vector=vector
+    )
     second_scores, second_hits = second.scores(
         query, owner_id=owner_id, exclude=exclude_examples, weight=example_weight, vector=second_vector
     )
